@@ -1,0 +1,224 @@
+//! The FIB against a reference that cannot be wrong in the same way: a map per prefix length,
+//! looked up longest length first. Random add / replace / delete sequences for both families,
+//! with the prefixes drawn from a small universe so that they overlap, share top-level slots,
+//! and include default routes and host routes; tables with the default and a small top level.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use proptest::prelude::*;
+use vrhost_fib::{Config, Family, FibError, Key, NextHop, Prefix, Table, V4, V6};
+
+/// Map per prefix length; lookup walks lengths from longest to shortest.
+struct Reference<F: Family> {
+    by_len: Vec<HashMap<F::Key, u32>>,
+}
+
+impl<F: Family> Reference<F> {
+    fn new() -> Self {
+        Reference {
+            by_len: (0..=F::Key::BITS).map(|_| HashMap::new()).collect(),
+        }
+    }
+    fn lookup(&self, k: F::Key) -> Option<u32> {
+        (0..=F::Key::BITS)
+            .rev()
+            .find_map(|l| self.by_len[l as usize].get(&k.masked(l)).copied())
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u8, u128, u32),
+    Remove(u8, u128),
+}
+
+fn nh(v: u32) -> NextHop {
+    NextHop::Attached { ifindex: v }
+}
+
+/// Keys from a small universe: a few "regions" so prefixes nest and collide.
+/// Keys are the top bits of a u128 (IPv4 takes the top 32).
+fn key_strategy() -> impl Strategy<Value = u128> {
+    prop_oneof![
+        any::<u128>(),
+        // Same first 20 bits, random rest: shares a top-level slot and deep nodes.
+        any::<u128>().prop_map(|x| (0xa1b2c << 108) | (x >> 20)),
+        // A handful of exact addresses, reused for host routes.
+        (0u128..6).prop_map(|i| ((0xa1b2_c3d0 + i) << 96) | i),
+    ]
+}
+
+fn len_strategy(bits: u8) -> impl Strategy<Value = u8> {
+    prop_oneof![Just(0u8), Just(bits), 0..=bits, (bits / 2)..=bits,]
+}
+
+fn ops(bits: u8) -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        3 => (len_strategy(bits), key_strategy(), 1u32..5).prop_map(|(l, k, v)| Op::Insert(l, k, v)),
+        2 => (len_strategy(bits), key_strategy()).prop_map(|(l, k)| Op::Remove(l, k)),
+    ];
+    proptest::collection::vec(op, 1..120)
+}
+
+fn to_key<F: Family>(x: u128) -> F::Key
+where
+    F::Key: FromU128,
+{
+    <F::Key as FromU128>::from_u128(x)
+}
+
+trait FromU128 {
+    fn from_u128(x: u128) -> Self;
+    fn to_u128(self) -> u128;
+}
+impl FromU128 for u32 {
+    fn from_u128(x: u128) -> Self {
+        (x >> 96) as u32
+    }
+    fn to_u128(self) -> u128 {
+        (self as u128) << 96
+    }
+}
+impl FromU128 for u128 {
+    fn from_u128(x: u128) -> Self {
+        x
+    }
+    fn to_u128(self) -> u128 {
+        self
+    }
+}
+
+fn run<F: Family>(ops: &[Op], top_bits: u8)
+where
+    F::Key: FromU128,
+{
+    let t: Table<F> = Table::with_config(Config { top_bits });
+    let mut r = Reference::<F>::new();
+    let mut probes: Vec<F::Key> = Vec::new();
+    for op in ops {
+        match *op {
+            Op::Insert(len, k, v) => {
+                let key = to_key::<F>(k).masked(len);
+                let p = Prefix::<F>::new(F::addr(key), len).unwrap();
+                let old = t.insert(p, nh(v)).unwrap();
+                let rold = r.by_len[len as usize].insert(key, v);
+                assert_eq!(
+                    old.map(|s| s.hops()[0]),
+                    rold.map(nh),
+                    "insert {p} returned"
+                );
+                probes.extend([key, key.last(len)]);
+                // One past the end and one before the start: the fallback on either side.
+                let k = key.last(len).to_u128().wrapping_add(if F::Key::BITS == 32 {
+                    1 << 96
+                } else {
+                    1
+                });
+                probes.push(to_key::<F>(k));
+            }
+            Op::Remove(len, k) => {
+                let key = to_key::<F>(k).masked(len);
+                let p = Prefix::<F>::new(F::addr(key), len).unwrap();
+                let res = t.remove(&p);
+                match r.by_len[len as usize].remove(&key) {
+                    Some(v) => assert_eq!(res.unwrap().hops()[0], nh(v)),
+                    None => assert!(matches!(res, Err(FibError::NotFound { .. }))),
+                }
+                probes.push(key);
+            }
+        }
+        check(&t, &r, &probes);
+    }
+    // The route dump agrees too.
+    let dump: BTreeMap<_, _> = t
+        .routes()
+        .into_iter()
+        .map(|(p, s)| ((p.key(), p.len()), s.hops()[0]))
+        .collect();
+    let want: BTreeMap<_, _> = r
+        .by_len
+        .iter()
+        .enumerate()
+        .flat_map(|(l, m)| m.iter().map(move |(k, v)| ((*k, l as u8), nh(*v))))
+        .collect();
+    assert_eq!(dump, want);
+}
+
+fn check<F: Family>(t: &Table<F>, r: &Reference<F>, probes: &[F::Key]) {
+    let g = vrhost_fib::pin();
+    let addrs: Vec<F::Addr> = probes.iter().map(|&k| F::addr(k)).collect();
+    let mut out = vec![None; addrs.len()];
+    t.lookup_batch(&addrs, &mut out, &g);
+    for (i, &k) in probes.iter().enumerate() {
+        let want = r.lookup(k);
+        let single = t.lookup(F::addr(k), &g);
+        let got = |id: Option<vrhost_fib::NhId>| {
+            id.map(|id| match t.nexthops(id, &g).unwrap().hops()[0] {
+                NextHop::Attached { ifindex } => ifindex,
+                _ => unreachable!(),
+            })
+        };
+        assert_eq!(got(single), want, "lookup {} ", F::addr(k));
+        assert_eq!(got(out[i]), want, "batch lookup {}", F::addr(k));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn ipv4_matches_reference(ops in ops(32), small in any::<bool>()) {
+        run::<V4>(&ops, if small { 8 } else { V4::TOP_BITS });
+    }
+
+    #[test]
+    fn ipv6_matches_reference(ops in ops(128), small in any::<bool>()) {
+        run::<V6>(&ops, if small { 8 } else { V6::TOP_BITS });
+    }
+}
+
+#[test]
+fn delete_falls_back_to_covering_prefix() {
+    let t = vrhost_fib::Fib4::new();
+    let p = |s: &str| s.parse::<Prefix<V4>>().unwrap();
+    let a = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+    t.insert(p("0.0.0.0/0"), nh(1)).unwrap();
+    t.insert(p("10.0.0.0/8"), nh(2)).unwrap();
+    t.insert(p("10.1.0.0/16"), nh(3)).unwrap();
+    t.insert(p("10.1.2.0/24"), nh(4)).unwrap();
+    t.insert(p("10.1.2.3/32"), nh(5)).unwrap();
+    let at = |s| t.lookup_set(a(s)).map(|s| s.hops()[0]);
+    assert_eq!(at("10.1.2.3"), Some(nh(5)));
+    t.remove(&p("10.1.2.3/32")).unwrap();
+    assert_eq!(at("10.1.2.3"), Some(nh(4)));
+    t.remove(&p("10.1.2.0/24")).unwrap();
+    assert_eq!(at("10.1.2.3"), Some(nh(3)));
+    t.remove(&p("10.1.0.0/16")).unwrap();
+    assert_eq!(at("10.1.2.3"), Some(nh(2)));
+    t.remove(&p("10.0.0.0/8")).unwrap();
+    assert_eq!(at("10.1.2.3"), Some(nh(1)));
+    t.remove(&p("0.0.0.0/0")).unwrap();
+    assert_eq!(at("10.1.2.3"), None);
+    assert!(t.is_empty());
+    assert_eq!(t.memory().node_count, 0, "an empty table keeps no nodes");
+}
+
+#[test]
+fn ipv6_host_and_default_routes() {
+    let t = vrhost_fib::Fib6::new();
+    let p = |s: &str| s.parse::<Prefix<V6>>().unwrap();
+    let a = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+    t.insert(p("::/0"), nh(1)).unwrap();
+    t.insert(p("2001:db8::1/128"), nh(2)).unwrap();
+    t.insert(p("2001:db8::/32"), nh(3)).unwrap();
+    let at = |s| t.lookup_set(a(s)).map(|s| s.hops()[0]);
+    assert_eq!(at("2001:db8::1"), Some(nh(2)));
+    assert_eq!(at("2001:db8::2"), Some(nh(3)));
+    assert_eq!(at("2001:db9::"), Some(nh(1)));
+    assert_eq!(at("ffff::"), Some(nh(1)));
+    assert!(matches!(
+        t.add(p("::/0"), nh(9)),
+        Err(FibError::Exists { .. })
+    ));
+}
