@@ -27,6 +27,10 @@ pub trait Key: Copy + Ord + Eq + Hash + Debug + Send + Sync + 'static {
     fn from_top(index: usize, n: u8) -> Self;
     /// `self` with the 6 bits at `depth` replaced by `v` (bits past the end ignored).
     fn with_bits6(self, depth: u8, v: usize) -> Self;
+    /// From the top `BITS` bits of a `u128` (so a random `u128` gives a random key).
+    fn from_u128_bits(x: u128) -> Self;
+    /// Into the top `BITS` bits of a `u128` (inverse of [`Key::from_u128_bits`]).
+    fn to_u128_bits(self) -> u128;
     /// Is any bit below the top `len` set?
     fn has_host_bits(self, len: u8) -> bool {
         self.masked(len) != self
@@ -74,6 +78,16 @@ macro_rules! impl_key {
                 } else {
                     self | (<$t>::MAX >> len)
                 }
+            }
+
+            #[inline]
+            fn from_u128_bits(x: u128) -> Self {
+                (x >> (128 - <$t>::BITS)) as $t
+            }
+
+            #[inline]
+            fn to_u128_bits(self) -> u128 {
+                (self as u128) << (128 - <$t>::BITS)
             }
 
             #[inline]

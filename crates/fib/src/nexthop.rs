@@ -7,9 +7,9 @@
 //!
 //! Readers resolve an id to its [`NextHopSet`] without a lock: sets are immutable once
 //! published, live in segments of [`SEGMENT`] slots allocated on demand, and are reclaimed
-//! through the same epoch as the trie nodes. An id is only reused after an epoch has passed
-//! since its last route went away, so a reader holding an id from an old leaf never resolves it
-//! to a different set.
+//! through the same epoch as the trie nodes. A set whose last route went away stays readable
+//! under its id, and the id is reused only after an epoch has passed, so a reader holding an
+//! id from an old leaf resolves it to the set it meant, never to nothing or to another set.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -227,13 +227,19 @@ impl NhAlloc {
         }
         // SAFETY: just checked or created non-null; segments live as long as the table.
         let seg = unsafe { seg.deref() };
-        seg[i].store(Owned::new(set.clone()), Ordering::Release);
+        let stale = seg[i].swap(Owned::new(set.clone()), Ordering::AcqRel, guard);
+        if !stale.is_null() {
+            // SAFETY: a recycled id: its grace period has passed, no reader can still resolve
+            // it to the stale set; destroy through the epoch all the same.
+            unsafe { guard.defer_destroy(stale) };
+        }
         self.by_set.insert(set.clone(), (id, 1));
         Ok(id)
     }
 
-    /// Drop one reference; the last one unlinks the set and recycles the id after a grace
-    /// period.
+    /// Drop one reference. The last one forgets the set, but leaves it readable in its slot:
+    /// a reader may still hold the id from a leaf it loaded before the route changed. The id
+    /// becomes reusable only after an epoch has passed, and reuse replaces the set.
     pub(crate) fn release(&mut self, slots: &NhSlots, id: u32, guard: &Guard) {
         let set = slots.get(id, guard).expect("release of a live id").clone();
         let e = self.by_set.get_mut(&set).expect("interned");
@@ -242,14 +248,6 @@ impl NhAlloc {
             return;
         }
         self.by_set.remove(&set);
-        let (s, i) = (id as usize / SEGMENT, id as usize % SEGMENT);
-        let seg = slots.segments[s].load(Ordering::Acquire, guard);
-        // SAFETY: the id is live, so its segment exists and lives as long as the table.
-        let seg = unsafe { seg.deref() };
-        let old = seg[i].swap(Shared::null(), Ordering::AcqRel, guard);
-        // SAFETY: `old` is unlinked; readers that loaded it are pinned and will be done before
-        // the deferred destructor runs.
-        unsafe { guard.defer_destroy(old) };
         let recycled = Arc::clone(&self.recycled);
         guard.defer(move || recycled.push(id));
     }
@@ -288,7 +286,8 @@ mod tests {
         a.release(&slots, ix, &g);
         assert_eq!(slots.get(ix, &g), Some(&x), "still referenced once");
         a.release(&slots, ix, &g);
-        assert_eq!(slots.get(ix, &g), None);
+        // Unreferenced, but still readable for readers that hold the id from an old leaf.
+        assert_eq!(slots.get(ix, &g), Some(&x));
         assert_eq!(a.len(), 1);
     }
 }
