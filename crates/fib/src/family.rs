@@ -178,6 +178,10 @@ mod tests {
     use super::*;
 
     #[test]
+    #[expect(
+        clippy::unusual_byte_groupings,
+        reason = "grouped by 6-bit stride on purpose"
+    )]
     fn bits6_and_padding() {
         let k: u32 = 0b101010_111111_000000_110011_010101_01;
         assert_eq!(k.bits6(0), 0b101010);

@@ -75,6 +75,22 @@ impl Node {
         }
     }
 
+    /// A branch-free step for batch lookups: `(is_child, child, leaf)`, where only one of
+    /// `child` (if `is_child == 1`) or `leaf` (if 0) is a valid pointer; the other is computed
+    /// with wrapping arithmetic and must not be dereferenced.
+    #[inline(always)]
+    pub(crate) fn step_branchless(&self, v: usize) -> (usize, *const Node, *const u32) {
+        let m = upto(v);
+        let is_child = (self.vector >> v & 1) as usize;
+        let ci = ((self.vector & m).count_ones() as usize).wrapping_sub(1);
+        let li = ((self.leafvec & m).count_ones() as usize).wrapping_sub(1);
+        (
+            is_child,
+            self.children.wrapping_add(ci),
+            self.leaves.wrapping_add(li),
+        )
+    }
+
     fn n_children(&self) -> usize {
         self.vector.count_ones() as usize
     }
@@ -237,6 +253,18 @@ pub(crate) unsafe fn replace_slot(anc: &Node, v: usize, with: Built) -> Built {
         }
     });
     make_node(slots)
+}
+
+/// Hint the CPU to start loading the cache line at `p`.
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint; it never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// Walk from `node` at `depth` to the leaf for `key`.

@@ -68,6 +68,10 @@ impl<F: Family> Prefix<F> {
     }
 
     /// The prefix length.
+    #[expect(
+        clippy::len_without_is_empty,
+        reason = "a prefix length, not a collection size"
+    )]
     pub fn len(&self) -> u8 {
         self.len
     }

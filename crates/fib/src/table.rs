@@ -180,10 +180,11 @@ impl Garbage {
 
     fn defer(self, guard: &Guard) {
         if !self.is_empty() {
-            // SAFETY (of the closure's `free`): the pieces were unlinked before this call, so
-            // only readers pinned now can see them, and the epoch runs the closure after they
-            // unpin.
-            guard.defer(move || unsafe { self.free() });
+            guard.defer(move || {
+                // SAFETY: the pieces were unlinked before this call, so only readers pinned
+                // now can see them, and the epoch runs this closure after they unpin.
+                unsafe { self.free() }
+            });
         }
     }
 }
@@ -297,20 +298,34 @@ impl<F: Family> Table<F> {
             active += (e & 1 == 0) as usize;
         }
         let mut depth = self.top_bits;
+        let mut leafp = [core::ptr::null::<u32>(); BATCH];
+        let mut lidx = [0u8; BATCH];
         while active > 0 {
-            let mut next = 0;
+            // Three passes per level, none with a data-dependent branch, so that the loads of
+            // all addresses in the vector are in flight together: start loading the nodes;
+            // step through them (children go on, leaves are collected); load the leaves.
+            for &n in &nodes[..active] {
+                poptrie::prefetch(n);
+            }
+            let (mut next, mut nleaf) = (0, 0);
             for a in 0..active {
                 let i = idx[a] as usize;
                 // SAFETY: `nodes[a]` is a live node reached from a published root under the
                 // caller's guard.
-                match unsafe { (*nodes[a]).step(keys[i].bits6(depth)) } {
-                    Ok(c) => {
-                        nodes[next] = c;
-                        idx[next] = i as u8;
-                        next += 1;
-                    }
-                    Err(leaf) => out[i] = NhId::from_leaf(leaf),
-                }
+                let (is_child, child, leaf) =
+                    unsafe { (*nodes[a]).step_branchless(keys[i].bits6(depth)) };
+                // `next <= a`, so this never overwrites an entry not yet read.
+                nodes[next] = child;
+                idx[next] = i as u8;
+                next += is_child;
+                leafp[nleaf] = leaf;
+                lidx[nleaf] = i as u8;
+                nleaf += 1 - is_child;
+            }
+            for l in 0..nleaf {
+                // SAFETY: collected only for leaf slots, where the pointer is in the node's
+                // live leaves array.
+                out[lidx[l] as usize] = NhId::from_leaf(unsafe { *leafp[l] });
             }
             active = next;
             depth += 6;
@@ -463,12 +478,12 @@ impl<F: Family> Table<F> {
         }
         let mut garbage = Garbage::new();
         let mut i = 0;
-        for t in 0..1usize << s {
+        for (t, &inherited) in inh.iter().enumerate() {
             let start = i;
             while i < deep.len() && deep[i].0.top(s) == t {
                 i += 1;
             }
-            let built = poptrie::build(F::Key::from_top(t, s), s, inh[t], &deep[start..i]);
+            let built = poptrie::build(F::Key::from_top(t, s), s, inherited, &deep[start..i]);
             self.publish(t, built, &mut garbage);
         }
         w.inh = inh;
