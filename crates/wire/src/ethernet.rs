@@ -54,7 +54,11 @@ impl EthernetAddress {
 impl fmt::Display for EthernetAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
     }
 }
 
@@ -131,7 +135,11 @@ impl<T: AsRef<[u8]>> Frame<T> {
 
     /// [`Error::Truncated`] unless the buffer holds a whole header.
     pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < HEADER_LEN { Err(Error::Truncated) } else { Ok(()) }
+        if self.buffer.as_ref().len() < HEADER_LEN {
+            Err(Error::Truncated)
+        } else {
+            Ok(())
+        }
     }
 
     /// The underlying buffer.
@@ -155,7 +163,10 @@ impl<T: AsRef<[u8]>> Frame<T> {
     #[inline]
     pub fn ethertype(&self) -> EtherType {
         let d = self.buffer.as_ref();
-        EtherType(u16::from_be_bytes([d[field::ETHERTYPE.start], d[field::ETHERTYPE.start + 1]]))
+        EtherType(u16::from_be_bytes([
+            d[field::ETHERTYPE.start],
+            d[field::ETHERTYPE.start + 1],
+        ]))
     }
 
     /// Everything after the header.
@@ -206,7 +217,11 @@ impl Repr {
     /// Read the header from a checked view.
     pub fn parse<T: AsRef<[u8]>>(frame: &Frame<T>) -> Result<Repr> {
         frame.check_len()?;
-        Ok(Repr { src_addr: frame.src_addr(), dst_addr: frame.dst_addr(), ethertype: frame.ethertype() })
+        Ok(Repr {
+            src_addr: frame.src_addr(),
+            dst_addr: frame.dst_addr(),
+            ethertype: frame.ethertype(),
+        })
     }
 
     /// Bytes the header takes.
@@ -262,7 +277,10 @@ mod tests {
 
     #[test]
     fn truncated() {
-        assert_eq!(Frame::new_checked(&GOLDEN[..13]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Frame::new_checked(&GOLDEN[..13]).unwrap_err(),
+            Error::Truncated
+        );
         assert!(Frame::new_checked(&GOLDEN[..14]).is_ok());
     }
 
