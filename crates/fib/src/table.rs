@@ -55,6 +55,14 @@ const fn leaf_entry(id: u32) -> u64 {
     ((id as u64) << 1) | 1
 }
 
+/// The top-level entry for a built subtree: a leaf value, or its root moved to the heap.
+fn top_entry(built: Built) -> u64 {
+    match built {
+        Built::Leaf(v) => leaf_entry(v),
+        Built::Node(n) => Box::into_raw(Box::new(n)) as u64,
+    }
+}
+
 /// How a table is laid out; the defaults suit a full Internet table.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -505,11 +513,7 @@ impl<F: Family> Table<F> {
 
     /// Store `built` as top-level slot `t`, collecting what it replaced.
     fn publish(&self, t: usize, built: Built, garbage: &mut Garbage) {
-        let e = match built {
-            Built::Leaf(v) => leaf_entry(v),
-            Built::Node(n) => Box::into_raw(Box::new(n)) as u64,
-        };
-        let old = self.top[t].swap(e, Ordering::AcqRel);
+        let old = self.top[t].swap(top_entry(built), Ordering::AcqRel);
         garbage.entry_deep(old);
     }
 
@@ -620,11 +624,7 @@ impl<F: Family> Table<F> {
             // SAFETY: ancestors on the path are live (only this writer retires nodes).
             built = unsafe { poptrie::replace_slot(&*anc, v, built) };
         }
-        let new = match built {
-            Built::Leaf(v) => leaf_entry(v),
-            Built::Node(n) => Box::into_raw(Box::new(n)) as u64,
-        };
-        self.top[t].store(new, Ordering::Release);
+        self.top[t].store(top_entry(built), Ordering::Release);
         // Retire: the rebuilt subtree whole, the copied ancestors shallowly, the old root box.
         // SAFETY: `node` and the ancestors are still live (unlinked just now, freed later).
         unsafe {
