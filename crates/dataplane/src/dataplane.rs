@@ -1,0 +1,659 @@
+//! The control handle: creates VRs and VIFs, publishes what workers read, sums counters.
+//!
+//! Workers must never wait for the control side, and a change must never be seen half
+//! done. So everything a worker reads about the topology — port demux tables, the VR list,
+//! each VR's VIFs — is one immutable [`Snapshot`], replaced whole (`arc-swap`) under the
+//! control side's mutex. A worker checks one version number per poll and reloads the
+//! snapshot only when it moved. FIB and neighbour changes don't go through the snapshot:
+//! those tables are lock-free for readers on their own.
+//!
+//! Removing a VR takes it out of the snapshot; workers drop their references as they notice,
+//! the owner returns the packets still queued for it to the pool, and the `Vr` is freed when
+//! the last reference goes. Other VRs see nothing of it.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
+use vrhost_fib::{Config as FibConfig, Fib4, Fib6, NextHop, Prefix4, Prefix6};
+
+use crate::counters::{
+    Counter, Drop, N_DROPS, N_NODES, Node, NodeCounters, NodeStats, PortCounters, PortStats,
+};
+use crate::demux::{PortDemux, VifRef};
+use crate::error::DpError;
+use crate::neigh::NeighTable;
+use crate::pool::{MAX_FRAME, Pkt, Pool};
+use crate::port::{PortId, RxQueue, TxQueue};
+use crate::ring::ring;
+use crate::vr::{DemuxKey, IfAddr, Vif, VifConfig, VifId, Vr, VrConfig, VrId};
+use crate::worker::Worker;
+
+/// Largest MTU a VIF may have: a slot's frame room less Ethernet and two VLAN tags.
+pub const MAX_MTU: u16 = (MAX_FRAME - 22) as u16;
+
+/// How to build a data plane.
+#[derive(Debug, Clone)]
+pub struct DataplaneConfig {
+    /// Number of workers (each gets one [`Worker`]).
+    pub workers: usize,
+    /// Port names, in `PortId` order.
+    pub ports: Vec<String>,
+}
+
+/// A VR and its VIFs as workers see them.
+#[derive(Debug, Clone)]
+pub(crate) struct VrSnap {
+    pub(crate) vr: Arc<Vr>,
+    pub(crate) vifs: Arc<[Option<Arc<Vif>>]>,
+}
+
+/// Everything about the topology a worker reads, replaced whole on change.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    pub(crate) version: u64,
+    pub(crate) ports: Vec<PortDemux>,
+    pub(crate) vrs: Vec<Option<VrSnap>>,
+}
+
+/// Per-worker counters not tied to a VR or port.
+#[derive(Debug)]
+pub(crate) struct WorkerCounters {
+    pub(crate) nodes: [NodeCounters; N_NODES],
+    /// Drops with no VR (demux).
+    pub(crate) drops: [Counter; N_DROPS],
+    /// Polls that found no work.
+    pub(crate) idle_polls: Counter,
+    /// Polls in total.
+    pub(crate) polls: Counter,
+}
+
+impl Default for WorkerCounters {
+    fn default() -> Self {
+        WorkerCounters {
+            nodes: Default::default(),
+            drops: core::array::from_fn(|_| Counter::default()),
+            idle_polls: Counter::default(),
+            polls: Counter::default(),
+        }
+    }
+}
+
+pub(crate) struct Shared {
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) workers: usize,
+    pub(crate) port_names: Vec<String>,
+    /// `[port][worker]`.
+    pub(crate) port_counters: Vec<Box<[CachePadded<PortCounters>]>>,
+    pub(crate) worker_counters: Box<[CachePadded<WorkerCounters>]>,
+    pub(crate) snap: ArcSwap<Snapshot>,
+    pub(crate) version: AtomicU64,
+    ctl: Mutex<Vec<bool>>,
+}
+
+/// The data plane's control handle. Cheap to clone; every method may be called from any
+/// thread while workers run.
+#[derive(Clone)]
+pub struct Dataplane(pub(crate) Arc<Shared>);
+
+impl core::fmt::Debug for Dataplane {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Dataplane")
+            .field("workers", &self.0.workers)
+            .field("ports", &self.0.port_names)
+            .finish_non_exhaustive()
+    }
+}
+
+fn bad(what: &str, field: &'static str, reason: impl Into<String>) -> DpError {
+    DpError::BadField {
+        what: what.to_string(),
+        field,
+        reason: reason.into(),
+    }
+}
+
+fn per_worker<T: Default>(n: usize) -> Box<[CachePadded<T>]> {
+    (0..n).map(|_| CachePadded::new(T::default())).collect()
+}
+
+impl Dataplane {
+    /// A data plane over `pool` with the given workers and ports, and no VRs yet.
+    pub fn new(pool: Arc<Pool>, config: DataplaneConfig) -> Result<Dataplane, DpError> {
+        if config.workers == 0 || config.workers > 256 {
+            return Err(bad("data plane", "workers", "must be 1..=256"));
+        }
+        if config.ports.len() > usize::from(u16::MAX) {
+            return Err(DpError::TooMany("ports"));
+        }
+        let snap = Snapshot {
+            version: 0,
+            ports: vec![PortDemux::default(); config.ports.len()],
+            vrs: Vec::new(),
+        };
+        Ok(Dataplane(Arc::new(Shared {
+            pool,
+            workers: config.workers,
+            port_counters: (0..config.ports.len())
+                .map(|_| per_worker(config.workers))
+                .collect(),
+            port_names: config.ports,
+            worker_counters: per_worker(config.workers),
+            snap: ArcSwap::from_pointee(snap),
+            version: AtomicU64::new(0),
+            ctl: Mutex::new(vec![false; config.workers]),
+        })))
+    }
+
+    /// The packet pool.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.0.pool
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.0.workers
+    }
+
+    /// Port names in `PortId` order.
+    pub fn ports(&self) -> &[String] {
+        &self.0.port_names
+    }
+
+    /// The worker with index `index`, driving the given queues: `rx` lists the receive queues
+    /// it polls (with their port); `tx` has one transmit queue per port, in `PortId` order.
+    /// Each index can be taken once.
+    pub fn worker(
+        &self,
+        index: usize,
+        rx: Vec<(PortId, Box<dyn RxQueue>)>,
+        tx: Vec<Box<dyn TxQueue>>,
+    ) -> Result<Worker, DpError> {
+        let err = |reason| DpError::Worker { index, reason };
+        if index >= self.0.workers {
+            return Err(err("out of range"));
+        }
+        if tx.len() != self.0.port_names.len() {
+            return Err(err("needs exactly one tx queue per port"));
+        }
+        if let Some((p, _)) = rx
+            .iter()
+            .find(|(p, _)| usize::from(*p) >= self.0.port_names.len())
+        {
+            return Err(DpError::NoPort(*p));
+        }
+        let mut taken = self.ctl();
+        if taken[index] {
+            return Err(err("already taken"));
+        }
+        taken[index] = true;
+        Ok(Worker::new(self.0.clone(), index, rx, tx))
+    }
+
+    fn ctl(&self) -> std::sync::MutexGuard<'_, Vec<bool>> {
+        self.0.ctl.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn publish(&self, f: impl FnOnce(&mut Snapshot)) {
+        let cur = self.0.snap.load();
+        let mut next = Snapshot {
+            version: cur.version + 1,
+            ports: cur.ports.clone(),
+            vrs: cur.vrs.clone(),
+        };
+        f(&mut next);
+        let v = next.version;
+        self.0.snap.store(Arc::new(next));
+        self.0.version.store(v, Ordering::Release);
+    }
+
+    fn find(&self, name: &str) -> Option<VrSnap> {
+        self.0
+            .snap
+            .load()
+            .vrs
+            .iter()
+            .flatten()
+            .find(|s| s.vr.config.name == name)
+            .cloned()
+    }
+
+    /// Create a VR.
+    pub fn add_vr(&self, config: VrConfig) -> Result<Arc<Vr>, DpError> {
+        let what = format!("virtual router {:?}", config.name);
+        if config.name.is_empty() {
+            return Err(bad(&what, "name", "must not be empty"));
+        }
+        if config.weight == 0 {
+            return Err(bad(&what, "weight", "must be at least 1"));
+        }
+        if config.ingress_ring < 2 || config.ingress_ring > 1 << 20 {
+            return Err(bad(&what, "ingress_ring", "must be 2..=1048576"));
+        }
+        if config.punt_queue == 0 || config.punt_queue > 1 << 20 {
+            return Err(bad(&what, "punt_queue", "must be 1..=1048576"));
+        }
+        if !(8..=24).contains(&config.fib4_top_bits) {
+            return Err(bad(&what, "fib4_top_bits", "must be 8..=24"));
+        }
+        if let Some(w) = config.worker
+            && w >= self.0.workers
+        {
+            return Err(bad(
+                &what,
+                "worker",
+                format!("{w} but there are {} workers", self.0.workers),
+            ));
+        }
+        let _g = self.ctl();
+        let snap = self.0.snap.load();
+        if snap
+            .vrs
+            .iter()
+            .flatten()
+            .any(|s| s.vr.config.name == config.name)
+        {
+            return Err(DpError::VrExists(config.name));
+        }
+        let id = match snap.vrs.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if snap.vrs.len() < usize::from(VrId::MAX) => snap.vrs.len(),
+            None => return Err(DpError::TooMany("virtual routers")),
+        } as VrId;
+        let owner = config.worker.unwrap_or_else(|| {
+            let mut load = vec![0usize; self.0.workers];
+            for s in snap.vrs.iter().flatten() {
+                load[s.vr.owner] += 1;
+            }
+            (0..self.0.workers).min_by_key(|w| load[*w]).unwrap_or(0)
+        });
+        let (tx, rx): (Vec<_>, Vec<_>) = (0..self.0.workers)
+            .map(|_| ring(config.ingress_ring))
+            .unzip();
+        let vr = Arc::new(Vr {
+            id,
+            owner,
+            weight: AtomicU32::new(config.weight),
+            fib4: Fib4::with_config(FibConfig {
+                top_bits: config.fib4_top_bits,
+            }),
+            fib6: Fib6::new(),
+            neigh: NeighTable::default(),
+            pool: self.0.pool.clone(),
+            ingress_tx: tx.into_iter().map(|p| Mutex::new(Some(p))).collect(),
+            ingress_rx: Mutex::new(Some(rx)),
+            punt: ArrayQueue::new(config.punt_queue),
+            inject: ArrayQueue::new(1024),
+            counters: per_worker(self.0.workers),
+            config,
+        });
+        drop(snap);
+        self.publish(|s| {
+            let i = usize::from(id);
+            if s.vrs.len() <= i {
+                s.vrs.resize(i + 1, None);
+            }
+            s.vrs[i] = Some(VrSnap {
+                vr: vr.clone(),
+                vifs: Arc::from(Vec::new()),
+            });
+        });
+        Ok(vr)
+    }
+
+    /// Remove a VR and all its VIFs. Packets queued for it are dropped; other VRs are not
+    /// touched.
+    pub fn remove_vr(&self, name: &str) -> Result<(), DpError> {
+        let _g = self.ctl();
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        self.publish(|snap| {
+            for vif in s.vifs.iter().flatten() {
+                let r = VifRef {
+                    vr: s.vr.id,
+                    vif: vif.id,
+                };
+                snap.ports[usize::from(vif.config.port)].remove(&vif.config, r);
+            }
+            snap.vrs[usize::from(s.vr.id)] = None;
+        });
+        Ok(())
+    }
+
+    /// The VR called `name`.
+    pub fn vr(&self, name: &str) -> Option<Arc<Vr>> {
+        self.find(name).map(|s| s.vr)
+    }
+
+    /// All VRs, by id.
+    pub fn vrs(&self) -> Vec<Arc<Vr>> {
+        self.0
+            .snap
+            .load()
+            .vrs
+            .iter()
+            .flatten()
+            .map(|s| s.vr.clone())
+            .collect()
+    }
+
+    /// The VIFs of VR `vr`.
+    pub fn vifs(&self, vr: &str) -> Result<Vec<Arc<Vif>>, DpError> {
+        let s = self.find(vr).ok_or_else(|| DpError::NoVr(vr.into()))?;
+        Ok(s.vifs.iter().flatten().cloned().collect())
+    }
+
+    /// The VIF `vif` of VR `vr`.
+    pub fn vif(&self, vr: &str, vif: &str) -> Option<Arc<Vif>> {
+        let s = self.find(vr)?;
+        s.vifs
+            .iter()
+            .flatten()
+            .find(|v| v.config.name == vif)
+            .cloned()
+    }
+
+    /// Add a VIF to VR `vr`. Its addresses become local routes (punted) and its subnets
+    /// attached routes in the VR's FIBs, as `ip addr add` does in Linux.
+    pub fn add_vif(&self, vr: &str, config: VifConfig) -> Result<VifId, DpError> {
+        let what = format!("interface {:?} of {:?}", config.name, vr);
+        if config.name.is_empty() {
+            return Err(bad(&what, "name", "must not be empty"));
+        }
+        if usize::from(config.port) >= self.0.port_names.len() {
+            return Err(bad(
+                &what,
+                "port",
+                format!(
+                    "{} but there are {} ports",
+                    config.port,
+                    self.0.port_names.len()
+                ),
+            ));
+        }
+        if !(68..=MAX_MTU).contains(&config.mtu) {
+            return Err(bad(
+                &what,
+                "mtu",
+                format!("{} not in 68..={MAX_MTU}", config.mtu),
+            ));
+        }
+        if let Some(v) = config.vlan
+            && !(1..=4094).contains(&v)
+        {
+            return Err(bad(&what, "vlan", format!("{v} not in 1..=4094")));
+        }
+        if config.key == DemuxKey::Vlan && config.vlan.is_none() {
+            return Err(bad(&what, "key", "demux by VLAN needs a vlan id"));
+        }
+        if !config.mac.is_unicast() {
+            return Err(bad(&what, "mac", format!("{} is not unicast", config.mac)));
+        }
+        for a in &config.addrs {
+            match *a {
+                IfAddr::V4(ip, len) => {
+                    if len > 32 || ip.is_multicast() || ip.is_broadcast() || ip.is_unspecified() {
+                        return Err(bad(&what, "addrs", format!("{ip}/{len} is not usable")));
+                    }
+                }
+                IfAddr::V6(ip, len) => {
+                    if len > 128 || ip.is_multicast() || ip.is_unspecified() {
+                        return Err(bad(&what, "addrs", format!("{ip}/{len} is not usable")));
+                    }
+                }
+            }
+        }
+        let _g = self.ctl();
+        let s = self.find(vr).ok_or_else(|| DpError::NoVr(vr.into()))?;
+        if s.vifs
+            .iter()
+            .flatten()
+            .any(|v| v.config.name == config.name)
+        {
+            return Err(DpError::VifExists {
+                vr: vr.into(),
+                vif: config.name,
+            });
+        }
+        let id = match s.vifs.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if s.vifs.len() < usize::from(VifId::MAX) => s.vifs.len(),
+            None => return Err(DpError::TooMany("interfaces")),
+        } as VifId;
+        let r = VifRef {
+            vr: s.vr.id,
+            vif: id,
+        };
+        let mut demux = self.0.snap.load().ports[usize::from(config.port)].clone();
+        demux.add(&config, r).map_err(|reason| DpError::Demux {
+            vr: vr.into(),
+            vif: config.name.clone(),
+            reason,
+        })?;
+        install_addr_routes(&s.vr, id, &config.addrs)?;
+        let vif = Arc::new(Vif {
+            id,
+            config,
+            counters: per_worker(self.0.workers),
+        });
+        self.publish(|snap| {
+            snap.ports[usize::from(vif.config.port)] = demux;
+            let mut vifs: Vec<_> = s.vifs.to_vec();
+            if vifs.len() <= usize::from(id) {
+                vifs.resize(usize::from(id) + 1, None);
+            }
+            vifs[usize::from(id)] = Some(vif.clone());
+            snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
+                vr: s.vr.clone(),
+                vifs: vifs.into(),
+            });
+        });
+        Ok(id)
+    }
+
+    /// Remove a VIF: its demux entry, address routes and neighbours go; routes through it
+    /// stay in the FIB (as in Linux until the routing daemon withdraws them) and drop as
+    /// `no-vif`.
+    pub fn remove_vif(&self, vr: &str, vif: &str) -> Result<(), DpError> {
+        let _g = self.ctl();
+        let s = self.find(vr).ok_or_else(|| DpError::NoVr(vr.into()))?;
+        let v = s
+            .vifs
+            .iter()
+            .flatten()
+            .find(|v| v.config.name == vif)
+            .cloned()
+            .ok_or_else(|| DpError::NoVif {
+                vr: vr.into(),
+                vif: vif.into(),
+            })?;
+        remove_addr_routes(&s.vr, v.id, &v.config.addrs);
+        s.vr.neigh.remove_vif(v.id);
+        self.publish(|snap| {
+            let r = VifRef {
+                vr: s.vr.id,
+                vif: v.id,
+            };
+            snap.ports[usize::from(v.config.port)].remove(&v.config, r);
+            let mut vifs: Vec<_> = s.vifs.to_vec();
+            vifs[usize::from(v.id)] = None;
+            snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
+                vr: s.vr.clone(),
+                vifs: vifs.into(),
+            });
+        });
+        Ok(())
+    }
+
+    /// Queue a frame the control plane built to leave by VIF `vif` of VR `vr`, as it is (the
+    /// frame carries its own L2 header). The VR's owner worker sends it. On error the packet
+    /// is given back.
+    pub fn inject(&self, vr: &str, vif: VifId, mut p: Pkt) -> Result<(), (DpError, Pkt)> {
+        let Some(s) = self.find(vr) else {
+            return Err((DpError::NoVr(vr.into()), p));
+        };
+        if s.vifs.get(usize::from(vif)).is_none_or(Option::is_none) {
+            return Err((
+                DpError::NoVif {
+                    vr: vr.into(),
+                    vif: vif.to_string(),
+                },
+                p,
+            ));
+        }
+        self.0.pool.meta_mut(&mut p).vif = vif;
+        s.vr.inject.push(p).map_err(|p| {
+            (
+                bad(&format!("virtual router {vr:?}"), "inject", "queue full"),
+                p,
+            )
+        })
+    }
+
+    /// Counters of port `port`, summed over workers.
+    pub fn port_stats(&self, port: PortId) -> Option<PortStats> {
+        self.0
+            .port_counters
+            .get(usize::from(port))
+            .map(|b| PortStats::sum(b.iter().map(|c| &**c)))
+    }
+
+    /// Per-node counters summed over workers, with each node's drops (over all VRs).
+    pub fn node_stats(&self) -> Vec<NodeStats> {
+        let mut drops = [0u64; N_DROPS];
+        for w in self.0.worker_counters.iter() {
+            for (a, b) in drops.iter_mut().zip(&w.drops) {
+                *a += b.get();
+            }
+        }
+        for s in self.0.snap.load().vrs.iter().flatten() {
+            for (a, b) in drops.iter_mut().zip(s.vr.stats().drops) {
+                *a += b;
+            }
+        }
+        Node::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, &node)| {
+                let (mut packets, mut vectors, mut sp, mut cyc) = (0, 0, 0, 0);
+                for w in self.0.worker_counters.iter() {
+                    let n = &w.nodes[i];
+                    packets += n.packets.get();
+                    vectors += n.vectors.get();
+                    sp += n.sampled_packets.get();
+                    cyc += n.cycles.get();
+                }
+                NodeStats {
+                    node,
+                    packets,
+                    vectors,
+                    cycles_per_packet: if sp == 0 { 0.0 } else { cyc as f64 / sp as f64 },
+                    drops: Drop::ALL
+                        .iter()
+                        .filter(|d| d.node() == node && drops[**d as usize] != 0)
+                        .map(|d| (*d, drops[*d as usize]))
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Drops counted outside any VR (at demux), summed over workers, indexed like
+    /// [`Drop::ALL`].
+    pub fn demux_drops(&self) -> [u64; N_DROPS] {
+        let mut drops = [0u64; N_DROPS];
+        for w in self.0.worker_counters.iter() {
+            for (a, b) in drops.iter_mut().zip(&w.drops) {
+                *a += b.get();
+            }
+        }
+        drops
+    }
+
+    /// (polls, idle polls) summed over workers.
+    pub fn polls(&self) -> (u64, u64) {
+        self.0.worker_counters.iter().fold((0, 0), |(p, i), w| {
+            (p + w.polls.get(), i + w.idle_polls.get())
+        })
+    }
+}
+
+/// The routes an interface address implies: the address itself (and, for IPv4, the subnet
+/// broadcast) local; the subnet attached.
+fn addr_routes(a: &IfAddr) -> (Vec<Prefix4>, Vec<Prefix6>, Option<IpPrefixRoute>) {
+    match *a {
+        IfAddr::V4(ip, len) => {
+            let mut local = vec![Prefix4::new_masked(ip, 32)];
+            let net = Prefix4::new_masked(ip, len);
+            if len <= 30 {
+                let bcast = u32::from(ip) | (u32::MAX >> len);
+                local.push(Prefix4::new_masked(bcast.into(), 32));
+            }
+            let attached = (len < 32).then_some(IpPrefixRoute::V4(net));
+            (local, vec![], attached)
+        }
+        IfAddr::V6(ip, len) => {
+            let local = vec![Prefix6::new_masked(ip, 128)];
+            let attached = (len < 128 && !ip.is_unicast_link_local())
+                .then(|| IpPrefixRoute::V6(Prefix6::new_masked(ip, len)));
+            (vec![], local, attached)
+        }
+    }
+}
+
+enum IpPrefixRoute {
+    V4(Prefix4),
+    V6(Prefix6),
+}
+
+fn install_addr_routes(vr: &Vr, vif: VifId, addrs: &[IfAddr]) -> Result<(), DpError> {
+    for a in addrs {
+        let (l4, l6, att) = addr_routes(a);
+        for p in l4 {
+            vr.fib4.insert(p, NextHop::Local)?;
+        }
+        for p in l6 {
+            vr.fib6.insert(p, NextHop::Local)?;
+        }
+        let ifindex = u32::from(vif);
+        match att {
+            Some(IpPrefixRoute::V4(p)) => {
+                vr.fib4.insert(p, NextHop::Attached { ifindex })?;
+            }
+            Some(IpPrefixRoute::V6(p)) => {
+                vr.fib6.insert(p, NextHop::Attached { ifindex })?;
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+fn remove_addr_routes(vr: &Vr, vif: VifId, addrs: &[IfAddr]) {
+    let ifindex = u32::from(vif);
+    let attached = vrhost_fib::NextHopSet::one(NextHop::Attached { ifindex });
+    let local = vrhost_fib::NextHopSet::one(NextHop::Local);
+    for a in addrs {
+        let (l4, l6, att) = addr_routes(a);
+        for p in l4 {
+            if vr.fib4.get(&p) == Some(local.clone()) {
+                let _ = vr.fib4.remove(&p);
+            }
+        }
+        for p in l6 {
+            if vr.fib6.get(&p) == Some(local.clone()) {
+                let _ = vr.fib6.remove(&p);
+            }
+        }
+        match att {
+            Some(IpPrefixRoute::V4(p)) if vr.fib4.get(&p) == Some(attached.clone()) => {
+                let _ = vr.fib4.remove(&p);
+            }
+            Some(IpPrefixRoute::V6(p)) if vr.fib6.get(&p) == Some(attached.clone()) => {
+                let _ = vr.fib6.remove(&p);
+            }
+            _ => {}
+        }
+    }
+}

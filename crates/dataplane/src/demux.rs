@@ -1,0 +1,219 @@
+//! Demux: which (VR, VIF) a received frame belongs to.
+//!
+//! Per port, frames are matched on (VLAN id, destination MAC): the macvlan model, where every
+//! VIF has its own MAC; a VLAN sub-interface owns a whole VLAN; match rules split one MAC's
+//! traffic between VRs. Broadcast and multicast frames go to every VIF on the same port and
+//! VLAN (macvlan bridge mode): the first gets the frame, the others copies.
+//!
+//! The tables are built by the control side and published in the data plane's snapshot;
+//! workers only read them. Lookups are two small hash probes (VLAN, then MAC).
+
+use rustc_hash::FxHashMap;
+use vrhost_wire::ethernet::{EtherType, EthernetAddress};
+use vrhost_wire::vlan;
+
+use crate::counters::Drop;
+use crate::flow::{self, Class, flow_key_v4, flow_key_v6};
+use crate::vr::{DemuxKey, FlowKey, MatchRule, VifConfig, VifId, VrId};
+
+/// A VIF, globally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VifRef {
+    /// The VR.
+    pub vr: VrId,
+    /// The VIF within it.
+    pub vif: VifId,
+}
+
+/// VLAN key for untagged (and priority-tagged, VID 0) frames.
+const UNTAGGED: u16 = 0;
+
+#[derive(Debug, Clone)]
+enum MacTarget {
+    Vif(VifRef),
+    Rules(Vec<(MatchRule, VifRef)>),
+}
+
+#[derive(Debug, Clone, Default)]
+struct VlanDemux {
+    /// A VIF owning the whole VLAN (`DemuxKey::Vlan`), with its MAC.
+    whole: Option<(EthernetAddress, VifRef)>,
+    macs: FxHashMap<EthernetAddress, MacTarget>,
+    /// Every VIF on this port and VLAN, in the order added (broadcast/multicast fan-out).
+    members: Vec<VifRef>,
+}
+
+/// One port's demux table.
+#[derive(Debug, Clone, Default)]
+pub struct PortDemux {
+    vlans: FxHashMap<u16, VlanDemux>,
+}
+
+/// Where a frame goes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict<'a> {
+    /// To one VIF.
+    One(VifRef),
+    /// A group-addressed frame: to each of these VIFs.
+    Flood(&'a [VifRef]),
+    /// Nowhere.
+    Drop(Drop),
+}
+
+/// What demux reads from a frame's L2 headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct L2Info {
+    /// Outer VLAN id (0 if untagged).
+    pub vid: u16,
+    /// Offset of the L3 header.
+    pub l3: u8,
+    /// L3 class.
+    pub class: Class,
+}
+
+/// Parse a frame's Ethernet and VLAN headers.
+#[inline]
+pub fn parse_l2(frame: &[u8]) -> Result<L2Info, Drop> {
+    if frame.len() < 14 {
+        return Err(Drop::L2Truncated);
+    }
+    let et = EtherType(u16::from_be_bytes([frame[12], frame[13]]));
+    let (vid, l3, et) = if et.is_vlan() {
+        let tags = vlan::parse_tags(frame).map_err(|_| Drop::L2Truncated)?;
+        let vid = tags.outer().map_or(0, |t| t.tci.vid());
+        (vid, tags.l3_offset(), tags.ethertype())
+    } else {
+        (0, 14, et)
+    };
+    let class = match et {
+        EtherType::IPV4 => Class::Ipv4,
+        EtherType::IPV6 => Class::Ipv6,
+        EtherType::ARP => Class::Arp,
+        _ => Class::Other,
+    };
+    Ok(L2Info {
+        vid,
+        l3: l3 as u8,
+        class,
+    })
+}
+
+/// The flow key rules see: IP headers, or an ARP's sender/target addresses.
+fn rule_key(frame: &[u8], l2: &L2Info) -> Option<(FlowKey, bool)> {
+    let l3 = frame.get(l2.l3 as usize..)?;
+    match l2.class {
+        Class::Ipv4 => flow_key_v4(l3).map(|k| (k, true)),
+        Class::Ipv6 => flow_key_v6(l3).map(|k| (k, true)),
+        Class::Arp if l3.len() >= 28 && l3[4] == 6 && l3[5] == 4 => Some((
+            FlowKey {
+                src: flow::v4_at(l3, 14).into(),
+                dst: flow::v4_at(l3, 24).into(),
+                protocol: 0,
+                src_port: 0,
+                dst_port: 0,
+            },
+            false,
+        )),
+        _ => None,
+    }
+}
+
+fn rule_matches(r: &MatchRule, k: &FlowKey, is_ip: bool) -> bool {
+    if is_ip {
+        r.matches(k)
+    } else {
+        // ARP: only the address fields mean anything.
+        r.dst.is_none_or(|p| p.contains(k.dst)) && r.src.is_none_or(|p| p.contains(k.src))
+    }
+}
+
+impl PortDemux {
+    /// Add a VIF. Errors name the clash.
+    pub(crate) fn add(&mut self, cfg: &VifConfig, r: VifRef) -> Result<(), String> {
+        let vid = cfg.vlan.unwrap_or(UNTAGGED);
+        let v = self.vlans.entry(vid).or_default();
+        match &cfg.key {
+            DemuxKey::Mac => {
+                if v.macs.contains_key(&cfg.mac) {
+                    return Err(format!("MAC {} already used on this port/VLAN", cfg.mac));
+                }
+                v.macs.insert(cfg.mac, MacTarget::Vif(r));
+            }
+            DemuxKey::Vlan => {
+                if cfg.vlan.is_none() {
+                    return Err("demux key vlan needs a VLAN id".into());
+                }
+                if v.whole.is_some() {
+                    return Err(format!("VLAN {vid} already owned by another VIF"));
+                }
+                v.whole = Some((cfg.mac, r));
+            }
+            DemuxKey::Rule(rule) => match v.macs.entry(cfg.mac).or_insert(MacTarget::Rules(vec![]))
+            {
+                MacTarget::Rules(rs) => rs.push((rule.clone(), r)),
+                MacTarget::Vif(_) => {
+                    return Err(format!(
+                        "MAC {} is used by a VIF without a rule on this port/VLAN",
+                        cfg.mac
+                    ));
+                }
+            },
+        }
+        v.members.push(r);
+        Ok(())
+    }
+
+    /// Remove a VIF (no-op if absent).
+    pub(crate) fn remove(&mut self, cfg: &VifConfig, r: VifRef) {
+        let vid = cfg.vlan.unwrap_or(UNTAGGED);
+        let Some(v) = self.vlans.get_mut(&vid) else {
+            return;
+        };
+        v.members.retain(|m| *m != r);
+        if v.whole.is_some_and(|(_, w)| w == r) {
+            v.whole = None;
+        }
+        let empty = match v.macs.get_mut(&cfg.mac) {
+            Some(MacTarget::Vif(x)) => *x == r,
+            Some(MacTarget::Rules(rs)) => {
+                rs.retain(|(_, x)| *x != r);
+                rs.is_empty()
+            }
+            None => false,
+        };
+        if empty {
+            v.macs.remove(&cfg.mac);
+        }
+        if v.members.is_empty() {
+            self.vlans.remove(&vid);
+        }
+    }
+
+    /// Where a frame with these L2 fields goes.
+    #[inline]
+    pub fn lookup<'a>(&'a self, frame: &[u8], l2: &L2Info) -> Verdict<'a> {
+        let Some(v) = self.vlans.get(&l2.vid) else {
+            return Verdict::Drop(Drop::NoVr);
+        };
+        let dst = EthernetAddress([frame[0], frame[1], frame[2], frame[3], frame[4], frame[5]]);
+        if dst.is_multicast() {
+            // Includes broadcast.
+            return Verdict::Flood(&v.members);
+        }
+        match v.macs.get(&dst) {
+            Some(MacTarget::Vif(r)) => Verdict::One(*r),
+            Some(MacTarget::Rules(rs)) => {
+                let Some((k, is_ip)) = rule_key(frame, l2) else {
+                    return Verdict::Drop(Drop::NoVr);
+                };
+                rs.iter()
+                    .find(|(rule, _)| rule_matches(rule, &k, is_ip))
+                    .map_or(Verdict::Drop(Drop::NoVr), |(_, r)| Verdict::One(*r))
+            }
+            None => match v.whole {
+                Some((mac, r)) if mac == dst => Verdict::One(r),
+                _ => Verdict::Drop(Drop::NoVr),
+            },
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! vrhost's data plane: many virtual routers forwarding on a few cores.
+//!
+//! The packet's way through (DESIGN.md): a worker receives a burst from a port
+//! ([`port::RxQueue`]) into the [`Pool`]; demux finds each frame's (VR, VIF) by VLAN and
+//! destination MAC (or a match rule) and queues it on that VR's bounded ingress ring — the
+//! only place an admitted packet may wait, and where overload is shed, counted per VR. The
+//! VR's owner worker then takes a vector from the ring and runs it to completion: validate,
+//! punt what is for the router itself, look up the FIB, resolve the neighbour, rewrite, and
+//! stage it for the egress port's tx ring; a full tx ring is a counted drop, never a retry.
+//!
+//! Nothing here knows Linux: ports come in as [`port::RxQueue`]/[`port::TxQueue`] objects
+//! (the in-memory [`port::mem`] backend lives here for tests and benches; AF_XDP, AF_PACKET
+//! and tap live in `vrhost-io`), and the control plane drives a [`Dataplane`] handle.
+//!
+//! * [`Dataplane`] — add/remove VRs and VIFs while traffic runs; counters.
+//! * [`Worker`] — one forwarding thread's loop.
+//! * [`Vr`], [`Vif`], [`VrConfig`], [`VifConfig`], [`DemuxKey`] — the model.
+//! * [`Pool`], [`Pkt`], [`PktVec`] — packets and vectors.
+//! * [`counters`] — per-worker counters, drop reasons, nodes.
+
+pub mod counters;
+mod dataplane;
+mod demux;
+mod error;
+pub mod flow;
+mod neigh;
+mod node;
+mod pool;
+pub mod port;
+pub mod ring;
+mod tx;
+mod vector;
+mod vr;
+mod worker;
+
+pub use counters::{Drop, Node, NodeStats, PortStats, VifStats, VrStats};
+pub use dataplane::{Dataplane, DataplaneConfig, MAX_MTU};
+pub use demux::{L2Info, PortDemux, Verdict, VifRef, parse_l2};
+pub use error::DpError;
+pub use neigh::{NeighMap, NeighTable};
+pub use pool::{HEADROOM, MAX_FRAME, Meta, Pkt, Pool, SLOT_SIZE};
+pub use vector::{PktVec, VECTOR};
+pub use vr::{
+    DemuxKey, FlowKey, IfAddr, IpPrefix, MatchRule, Vif, VifConfig, VifId, Vr, VrConfig, VrId,
+};
+pub use worker::Worker;

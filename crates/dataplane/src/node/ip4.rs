@@ -1,0 +1,201 @@
+//! The IPv4 path: `ip4-input` (RFC 1812 §5.2.2 checks, local and link-local traffic) and
+//! `forward` (FIB, ECMP, adjacency, TTL, MTU, rewrite).
+//!
+//! Work is done in passes over the whole vector — validate all, look all up with one batch
+//! FIB call, then resolve and rewrite all — so that each pass's memory accesses for different
+//! packets overlap (the FIB's batch lookup walks all addresses level by level).
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use vrhost_fib::{BATCH, NextHop, NhId};
+use vrhost_wire::checksum;
+use vrhost_wire::icmpv4::DstUnreachable;
+
+use crate::counters::{Drop, Node};
+use crate::flow;
+use crate::node::icmp::{self, Icmp4};
+use crate::node::{Ctx, cycles, l2};
+use crate::vector::{PktVec, VECTOR};
+
+const _: () = assert!(VECTOR <= BATCH);
+
+/// What `ip4-input` decided.
+enum Input {
+    Forward(Ipv4Addr),
+    Punt,
+    Drop(Drop),
+}
+
+/// RFC 1812 §5.2.2 and the address checks of §5.3.7, on the bytes from the IPv4 header on.
+/// Also returns the datagram length (to trim link-layer padding).
+#[inline]
+fn check(l3: &[u8]) -> (Input, usize) {
+    use Input::*;
+    if l3.len() < 20 {
+        return (Drop(crate::counters::Drop::Ip4Truncated), 0);
+    }
+    if l3[0] >> 4 != 4 {
+        return (Drop(crate::counters::Drop::Ip4BadVersion), 0);
+    }
+    let hl = usize::from(l3[0] & 0x0f) * 4;
+    if hl < 20 || hl > l3.len() {
+        return (Drop(crate::counters::Drop::Ip4BadHeaderLen), 0);
+    }
+    let total = usize::from(u16::from_be_bytes([l3[2], l3[3]]));
+    if total < hl || total > l3.len() {
+        return (Drop(crate::counters::Drop::Ip4BadLength), 0);
+    }
+    if checksum::data(&l3[..hl]) != 0xffff {
+        return (Drop(crate::counters::Drop::Ip4BadChecksum), 0);
+    }
+    let src = flow::v4_at(l3, 12);
+    let dst = flow::v4_at(l3, 16);
+    if dst.is_broadcast() {
+        // Limited broadcast (DHCP, RIP …): for the control plane, even from 0.0.0.0.
+        return (Punt, total);
+    }
+    if src.is_multicast() || src.is_broadcast() || src.is_loopback() || src.is_unspecified() {
+        return (Drop(crate::counters::Drop::Ip4BadSource), 0);
+    }
+    if dst.is_multicast() {
+        // 224.0.0.0/24 is link-local (OSPF, VRRP, RIPv2 …); other groups need multicast
+        // routing, which vrhost does not do.
+        return if dst.octets()[..3] == [224, 0, 0] {
+            (Punt, total)
+        } else {
+            (Drop(crate::counters::Drop::Ip4Multicast), 0)
+        };
+    }
+    if hl > 20 {
+        // IP options (router alert, record route …) are the control plane's business.
+        return (Punt, total);
+    }
+    (Forward(dst), total)
+}
+
+/// Run a vector of IPv4 packets of one VR.
+pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec) {
+    let t0 = cycles();
+    let n_in = v.len();
+    let pool = cx.pool;
+    let mut fwd = PktVec::new();
+    let mut dsts = [Ipv4Addr::UNSPECIFIED; VECTOR];
+    for p in v.iter() {
+        pool.prefetch(p);
+    }
+    for mut p in v.drain(..) {
+        let m = *pool.meta(&p);
+        let l3 = &pool.frame(&p)[usize::from(m.l3)..];
+        match check(l3) {
+            (Input::Forward(dst), total) => {
+                // Drop link-layer padding so what leaves is the datagram alone.
+                pool.meta_mut(&mut p).len = u16::from(m.l3) + total as u16;
+                dsts[fwd.len()] = dst;
+                fwd.push(p);
+            }
+            (Input::Punt, _) => cx.punt(p),
+            (Input::Drop(d), _) => cx.drop(p, d),
+        }
+    }
+    let t1 = cycles();
+    cx.count(Node::Ip4Input, n_in, t1.wrapping_sub(t0));
+    if fwd.is_empty() {
+        return;
+    }
+    forward(cx, &mut fwd, &dsts);
+}
+
+/// `forward`: look up, resolve and rewrite; `dsts[i]` is the destination of `v[i]`.
+fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
+    let t0 = cycles();
+    let pool = cx.pool;
+    let n = v.len();
+    let guard = vrhost_fib::pin();
+    let mut ids: [Option<NhId>; VECTOR] = [None; VECTOR];
+    cx.vr.fib4.lookup_batch(&dsts[..n], &mut ids[..n], &guard);
+    let neigh = cx.vr.neigh.snapshot();
+    for (i, mut p) in v.drain(..).enumerate() {
+        let Some(id) = ids[i] else {
+            icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::NetUnreachable));
+            cx.drop(p, Drop::NoRoute);
+            continue;
+        };
+        let Some(set) = cx.vr.fib4.nexthops(id, &guard) else {
+            cx.drop(p, Drop::NoRoute);
+            continue;
+        };
+        let m = *pool.meta(&p);
+        let hop = if set.hops().len() > 1 {
+            set.select(flow::hash_v4(&pool.frame(&p)[usize::from(m.l3)..]))
+        } else {
+            &set.hops()[0]
+        };
+        let (nbr, ifindex) = match *hop {
+            NextHop::Via { addr, ifindex } => (addr, ifindex),
+            NextHop::Attached { ifindex } => (IpAddr::V4(dsts[i]), ifindex),
+            NextHop::Local => {
+                cx.punt(p);
+                continue;
+            }
+            NextHop::Drop => {
+                cx.drop(p, Drop::Blackhole);
+                continue;
+            }
+            NextHop::Unreachable => {
+                icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::HostUnreachable));
+                cx.drop(p, Drop::Unreachable);
+                continue;
+            }
+            NextHop::Prohibit => {
+                icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::CommProhibited));
+                cx.drop(p, Drop::Prohibited);
+                continue;
+            }
+        };
+        let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
+            cx.drop(p, Drop::NoVif);
+            continue;
+        };
+        let l3 = usize::from(m.l3);
+        let frame = pool.frame(&p);
+        if frame[l3 + 8] <= 1 {
+            icmp::error4(cx, &p, Icmp4::TimeExceeded);
+            cx.drop(p, Drop::TtlExpired);
+            continue;
+        }
+        let total = usize::from(m.len) - l3;
+        if total > usize::from(out.config.mtu) {
+            if frame[l3 + 6] & 0x40 != 0 {
+                let mtu = out.config.mtu;
+                icmp::error4(
+                    cx,
+                    &p,
+                    Icmp4::Unreachable(DstUnreachable::FragRequired { next_hop_mtu: mtu }),
+                );
+                cx.drop(p, Drop::MtuExceeded);
+            } else {
+                // Fragmentation is not built yet; counted as such.
+                cx.drop(p, Drop::FragNoBuffer);
+            }
+            continue;
+        }
+        let Some(&mac) = neigh.get(&(out.id, nbr)) else {
+            // Let the control plane resolve it (its kernel ARPs and forwards this one).
+            cx.c.neigh_miss.add(1);
+            cx.punt(p);
+            continue;
+        };
+        // TTL − 1 with the RFC 1624 incremental checksum update.
+        let f = pool.frame_mut(&mut p);
+        let ttl = f[l3 + 8];
+        let old = u16::from_be_bytes([ttl, f[l3 + 9]]);
+        let new = u16::from_be_bytes([ttl - 1, f[l3 + 9]]);
+        let sum = checksum::update_u16(u16::from_be_bytes([f[l3 + 10], f[l3 + 11]]), old, new);
+        f[l3 + 8] = ttl - 1;
+        f[l3 + 10..l3 + 12].copy_from_slice(&sum.to_be_bytes());
+        let out = out.clone();
+        l2::rewrite(pool, &mut p, mac, out.config.mac, out.config.vlan, 0x0800);
+        cx.send(p, &out);
+    }
+    cx.count(Node::Forward, n, cycles().wrapping_sub(t0));
+}

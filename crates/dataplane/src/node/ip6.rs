@@ -1,0 +1,208 @@
+//! The IPv6 path: `ip6-input` (version, payload length, extension-header chain, scopes,
+//! local and link-local traffic, neighbour discovery) and `forward` (FIB, ECMP, adjacency,
+//! hop limit, MTU, rewrite). Same pass structure as the IPv4 path.
+//!
+//! Neighbour discovery and MLD need no special case: NS/NA/RS/RA go to link-local or
+//! solicited-node multicast (`ff02::/16`) or to the router's own addresses, all punted; MLD
+//! carries a Router Alert option, also punted.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use vrhost_fib::{NextHop, NhId};
+use vrhost_wire::icmpv6::{ErrorMessage, TimeExceededCode, UnreachableCode};
+use vrhost_wire::ip::Protocol;
+use vrhost_wire::ipv6;
+
+use crate::counters::{Drop, Node};
+use crate::flow;
+use crate::node::icmp;
+use crate::node::{Ctx, cycles, l2};
+use crate::vector::{PktVec, VECTOR};
+
+enum Input {
+    Forward(Ipv6Addr),
+    Punt,
+    Drop(Drop),
+}
+
+#[inline]
+fn is_link_local(a: &Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// Checks on the bytes from the IPv6 header on; also returns the packet length.
+#[inline]
+fn check(l3: &[u8]) -> (Input, usize) {
+    use Input::*;
+    if l3.len() < ipv6::HEADER_LEN {
+        return (Drop(crate::counters::Drop::Ip6Truncated), 0);
+    }
+    if l3[0] >> 4 != 6 {
+        return (Drop(crate::counters::Drop::Ip6BadVersion), 0);
+    }
+    let p = ipv6::Packet::new_unchecked(l3);
+    let total = p.total_len();
+    if total > l3.len() {
+        return (Drop(crate::counters::Drop::Ip6BadLength), 0);
+    }
+    let (src, dst) = (p.src_addr(), p.dst_addr());
+    if src.is_multicast() || src.is_loopback() {
+        return (Drop(crate::counters::Drop::Ip6BadSource), 0);
+    }
+    if dst.is_multicast() {
+        // Interface- and link-local scopes (ND, MLD, OSPFv3, RIPng, VRRP …) are for the
+        // control plane; wider scopes need multicast routing, which vrhost does not do.
+        return if dst.segments()[0] & 0xff0f <= 0xff02 {
+            (Punt, total)
+        } else {
+            (Drop(crate::counters::Drop::Ip6Multicast), 0)
+        };
+    }
+    if src.is_unspecified() {
+        return (Drop(crate::counters::Drop::Ip6BadSource), 0);
+    }
+    let nh = p.next_header();
+    if nh == Protocol::HOPOPT {
+        let p = ipv6::Packet::new_unchecked(&l3[..total]);
+        return match p.router_alert() {
+            Ok(Some(_)) => (Punt, total),
+            Ok(None) => match p.upper_layer() {
+                Ok(_) => (Forward(dst), total),
+                Err(_) => (Drop(crate::counters::Drop::Ip6BadExtChain), 0),
+            },
+            Err(_) => (Drop(crate::counters::Drop::Ip6BadExtChain), 0),
+        };
+    }
+    if ipv6::is_ext_header(nh)
+        && ipv6::Packet::new_unchecked(&l3[..total])
+            .upper_layer()
+            .is_err()
+    {
+        return (Drop(crate::counters::Drop::Ip6BadExtChain), 0);
+    }
+    (Forward(dst), total)
+}
+
+/// Run a vector of IPv6 packets of one VR.
+pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec) {
+    let t0 = cycles();
+    let n_in = v.len();
+    let pool = cx.pool;
+    let mut fwd = PktVec::new();
+    let mut dsts = [Ipv6Addr::UNSPECIFIED; VECTOR];
+    for p in v.iter() {
+        pool.prefetch(p);
+    }
+    for mut p in v.drain(..) {
+        let m = *pool.meta(&p);
+        let l3 = &pool.frame(&p)[usize::from(m.l3)..];
+        match check(l3) {
+            (Input::Forward(dst), total) => {
+                pool.meta_mut(&mut p).len = u16::from(m.l3) + total as u16;
+                dsts[fwd.len()] = dst;
+                fwd.push(p);
+            }
+            (Input::Punt, _) => cx.punt(p),
+            (Input::Drop(d), _) => cx.drop(p, d),
+        }
+    }
+    cx.count(Node::Ip6Input, n_in, cycles().wrapping_sub(t0));
+    if !fwd.is_empty() {
+        forward(cx, &mut fwd, &dsts);
+    }
+}
+
+fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
+    let t0 = cycles();
+    let pool = cx.pool;
+    let n = v.len();
+    let guard = vrhost_fib::pin();
+    let mut ids: [Option<NhId>; VECTOR] = [None; VECTOR];
+    cx.vr.fib6.lookup_batch(&dsts[..n], &mut ids[..n], &guard);
+    let neigh = cx.vr.neigh.snapshot();
+    for (i, mut p) in v.drain(..).enumerate() {
+        let dst = dsts[i];
+        let Some(set) = ids[i].and_then(|id| cx.vr.fib6.nexthops(id, &guard)) else {
+            if is_link_local(&dst) {
+                cx.drop(p, Drop::Ip6LinkLocal);
+                continue;
+            }
+            let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
+            icmp::error6(cx, &p, e);
+            cx.drop(p, Drop::NoRoute);
+            continue;
+        };
+        let m = *pool.meta(&p);
+        let l3 = usize::from(m.l3);
+        let hop = if set.hops().len() > 1 {
+            let h = flow::flow_key_v6(&pool.frame(&p)[l3..]).map_or(0, |k| flow::hash(&k));
+            set.select(h)
+        } else {
+            &set.hops()[0]
+        };
+        let (nbr, ifindex) = match *hop {
+            NextHop::Local => {
+                cx.punt(p);
+                continue;
+            }
+            _ if is_link_local(&dst) => {
+                cx.drop(p, Drop::Ip6LinkLocal);
+                continue;
+            }
+            NextHop::Via { addr, ifindex } => (addr, ifindex),
+            NextHop::Attached { ifindex } => (IpAddr::V6(dst), ifindex),
+            NextHop::Drop => {
+                cx.drop(p, Drop::Blackhole);
+                continue;
+            }
+            NextHop::Unreachable => {
+                let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
+                icmp::error6(cx, &p, e);
+                cx.drop(p, Drop::Unreachable);
+                continue;
+            }
+            NextHop::Prohibit => {
+                let e = ErrorMessage::DstUnreachable(UnreachableCode::ADMIN_PROHIBITED);
+                icmp::error6(cx, &p, e);
+                cx.drop(p, Drop::Prohibited);
+                continue;
+            }
+        };
+        let frame = pool.frame(&p);
+        let src = ipv6::Packet::new_unchecked(&frame[l3..]).src_addr();
+        if is_link_local(&src) {
+            // RFC 4291 §2.5.6: a link-local source must not leave its link.
+            let e = ErrorMessage::DstUnreachable(UnreachableCode::BEYOND_SCOPE);
+            icmp::error6(cx, &p, e);
+            cx.drop(p, Drop::Ip6BadSource);
+            continue;
+        }
+        let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
+            cx.drop(p, Drop::NoVif);
+            continue;
+        };
+        if frame[l3 + 7] <= 1 {
+            let e = ErrorMessage::TimeExceeded(TimeExceededCode::HOP_LIMIT);
+            icmp::error6(cx, &p, e);
+            cx.drop(p, Drop::TtlExpired);
+            continue;
+        }
+        let total = usize::from(m.len) - l3;
+        if total > usize::from(out.config.mtu) {
+            let mtu = u32::from(out.config.mtu);
+            icmp::error6(cx, &p, ErrorMessage::PacketTooBig { mtu });
+            cx.drop(p, Drop::MtuExceeded);
+            continue;
+        }
+        let Some(&mac) = neigh.get(&(out.id, nbr)) else {
+            cx.c.neigh_miss.add(1);
+            cx.punt(p);
+            continue;
+        };
+        pool.frame_mut(&mut p)[l3 + 7] -= 1;
+        let out = out.clone();
+        l2::rewrite(pool, &mut p, mac, out.config.mac, out.config.vlan, 0x86dd);
+        cx.send(p, &out);
+    }
+    cx.count(Node::Forward, n, cycles().wrapping_sub(t0));
+}

@@ -1,0 +1,178 @@
+//! The forwarding path's nodes, and the context they run in.
+//!
+//! A node is a function over a vector of one VR's packets. It either passes a packet on,
+//! or ends its journey in exactly one of: staged for a port ([`Ctx::send`]), handed to the
+//! control plane ([`Ctx::punt`]), or dropped with a reason ([`Ctx::drop`]). Those three are
+//! the only exits, so every packet that enters is accounted for.
+
+pub(crate) mod icmp;
+pub(crate) mod input;
+pub(crate) mod ip4;
+pub(crate) mod ip6;
+pub(crate) mod l2;
+
+use std::sync::Arc;
+
+use crate::counters::{Drop, N_NODES, Node, NodeCounters, VrCounters};
+use crate::pool::{Pkt, Pool};
+use crate::tx::{Flush, TxStage};
+use crate::vr::{Vif, Vr};
+use crate::worker::VrState;
+
+/// Everything a node needs while it runs one VR's vector on one worker.
+pub(crate) struct Ctx<'a> {
+    pub(crate) pool: &'a Pool,
+    pub(crate) worker: usize,
+    pub(crate) vr: &'a Vr,
+    pub(crate) vifs: &'a [Option<Arc<Vif>>],
+    /// This worker's counter block of the VR.
+    pub(crate) c: &'a VrCounters,
+    pub(crate) nodes: &'a [NodeCounters; N_NODES],
+    pub(crate) ports: &'a [Box<[crossbeam_utils::CachePadded<crate::counters::PortCounters>]>],
+    pub(crate) tx: &'a mut TxStage,
+    pub(crate) st: &'a mut VrState,
+    /// Nanoseconds on the worker's monotonic clock, read once per vector.
+    pub(crate) now_ns: u64,
+}
+
+impl<'a> Ctx<'a> {
+    /// End of the road: free the packet and count why.
+    #[inline]
+    pub(crate) fn drop(&mut self, p: Pkt, why: Drop) {
+        self.c.drops[why as usize].add(1);
+        self.pool.free(p);
+    }
+
+    /// Hand a packet to the VR's control plane (policed; a full queue is a counted drop).
+    #[inline]
+    pub(crate) fn punt(&mut self, p: Pkt) {
+        if !self.st.punt_bucket.take(self.now_ns) {
+            return self.drop(p, Drop::PuntPoliced);
+        }
+        match self.vr.punt.push(p) {
+            Ok(()) => self.c.punted.add(1),
+            Err(p) => self.drop(p, Drop::PuntFull),
+        }
+    }
+
+    /// The VIF with id `id`, if the VR still has it.
+    #[inline]
+    pub(crate) fn vif(&self, id: u16) -> Option<&'a Arc<Vif>> {
+        self.vifs.get(usize::from(id)).and_then(Option::as_ref)
+    }
+
+    /// Stage a finished frame to leave by `vif`.
+    #[inline]
+    pub(crate) fn send(&mut self, mut p: Pkt, vif: &Vif) {
+        let m = self.pool.meta_mut(&mut p);
+        m.port = vif.config.port;
+        m.vif = vif.id;
+        let len = m.len;
+        let mut f = Flush {
+            pool: self.pool,
+            worker: self.worker,
+            ports: self.ports,
+            vr: self.c,
+            vifs: self.vifs,
+        };
+        self.tx.push(p, vif.config.port, vif.id, len, &mut f);
+    }
+
+    /// Send everything staged.
+    pub(crate) fn flush(&mut self) {
+        let mut f = Flush {
+            pool: self.pool,
+            worker: self.worker,
+            ports: self.ports,
+            vr: self.c,
+            vifs: self.vifs,
+        };
+        self.tx.flush(&mut f);
+    }
+
+    /// Count a node's vector.
+    #[inline]
+    pub(crate) fn count(&self, node: Node, packets: usize, cycles: u64) {
+        let n = &self.nodes[node as usize];
+        n.packets.add(packets as u64);
+        n.vectors.add(1);
+        n.sampled_packets.add(packets as u64);
+        n.cycles.add(cycles);
+    }
+}
+
+/// A token bucket over the worker's clock (rate limits for ICMP errors and punts).
+#[derive(Debug, Clone)]
+pub(crate) struct Bucket {
+    /// Tokens per second; 0 = unlimited.
+    rate: u64,
+    burst: u64,
+    /// Tokens × 1e9 (nanotokens), so refills need no division per packet.
+    nano: u64,
+    last_ns: u64,
+}
+
+impl Bucket {
+    pub(crate) fn new(rate: u32, burst: u32) -> Bucket {
+        let burst = u64::from(burst.max(1));
+        Bucket {
+            rate: u64::from(rate),
+            burst,
+            nano: burst * 1_000_000_000,
+            last_ns: 0,
+        }
+    }
+
+    /// Take one token if there is one.
+    #[inline]
+    pub(crate) fn take(&mut self, now_ns: u64) -> bool {
+        if self.rate == 0 {
+            return true;
+        }
+        let cap = self.burst * 1_000_000_000;
+        let dt = now_ns.saturating_sub(self.last_ns);
+        self.last_ns = now_ns;
+        self.nano = self
+            .nano
+            .saturating_add(dt.saturating_mul(self.rate))
+            .min(cap);
+        if self.nano >= 1_000_000_000 {
+            self.nano -= 1_000_000_000;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// TSC cycles (0 where there is no TSC).
+#[inline(always)]
+pub(crate) fn cycles() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC has no preconditions on x86_64.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Bucket;
+
+    #[test]
+    fn bucket_allows_burst_then_rate() {
+        let mut b = Bucket::new(10, 3);
+        let t0 = 1_000_000_000;
+        assert!(b.take(t0) && b.take(t0) && b.take(t0));
+        assert!(!b.take(t0));
+        // 100 ms later: one token (10/s).
+        assert!(b.take(t0 + 100_000_000));
+        assert!(!b.take(t0 + 100_000_000));
+        let mut u = Bucket::new(0, 0);
+        assert!((0..1000).all(|_| u.take(0)));
+    }
+}

@@ -1,0 +1,113 @@
+//! Per-worker transmit staging: packets bound for each port wait here until the VR's vector
+//! is done, then go out in one burst per port.
+//!
+//! Staging keeps the egress VIF and length of each packet beside it, because after
+//! `tx_burst` the packets belong to the port: the counters for the ones it took (VR, VIF,
+//! port) and the `tx-full` drops for the ones it refused are settled from these arrays.
+
+use crate::counters::{Drop, PortCounters, VrCounters};
+use crate::pool::{Pkt, Pool};
+use crate::port::TxQueue;
+use crate::vector::{PktVec, VECTOR};
+use crate::vr::Vif;
+
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+struct Stage {
+    pkts: PktVec,
+    vif: [u16; VECTOR],
+    len: [u16; VECTOR],
+}
+
+/// One worker's transmit side: one queue and one stage per port.
+pub(crate) struct TxStage {
+    queues: Vec<Box<dyn TxQueue>>,
+    stages: Vec<Stage>,
+    /// Ports with something staged.
+    dirty: Vec<u16>,
+}
+
+impl TxStage {
+    pub(crate) fn new(queues: Vec<Box<dyn TxQueue>>) -> TxStage {
+        let stages = (0..queues.len())
+            .map(|_| Stage {
+                pkts: PktVec::new(),
+                vif: [0; VECTOR],
+                len: [0; VECTOR],
+            })
+            .collect();
+        TxStage {
+            queues,
+            stages,
+            dirty: Vec::new(),
+        }
+    }
+
+    /// Stage `p` (its `Meta::port`, `vif` and `len` already set) for transmission. A full
+    /// stage is flushed first.
+    #[inline]
+    pub(crate) fn push(&mut self, p: Pkt, port: u16, vif: u16, len: u16, f: &mut Flush<'_>) {
+        let i = usize::from(port);
+        if self.stages[i].pkts.is_full() {
+            self.flush_port(i, f);
+        }
+        let s = &mut self.stages[i];
+        if s.pkts.is_empty() {
+            self.dirty.push(port);
+        }
+        let k = s.pkts.len();
+        s.vif[k] = vif;
+        s.len[k] = len;
+        s.pkts.push(p);
+    }
+
+    /// Send everything staged.
+    pub(crate) fn flush(&mut self, f: &mut Flush<'_>) {
+        while let Some(port) = self.dirty.pop() {
+            self.flush_port(usize::from(port), f);
+        }
+    }
+
+    fn flush_port(&mut self, i: usize, f: &mut Flush<'_>) {
+        let s = &mut self.stages[i];
+        let n = s.pkts.len();
+        if n == 0 {
+            return;
+        }
+        let sent = self.queues[i].tx_burst(f.pool, &mut s.pkts);
+        let pc = &f.ports[i][f.worker];
+        let mut bytes = 0u64;
+        for k in 0..sent {
+            let len = u64::from(s.len[k]);
+            bytes += len;
+            if let Some(Some(v)) = f.vifs.get(usize::from(s.vif[k])) {
+                let c = &v.counters[f.worker];
+                c.tx_packets.add(1);
+                c.tx_bytes.add(len);
+            }
+        }
+        pc.tx_packets.add(sent as u64);
+        pc.tx_bytes.add(bytes);
+        f.vr.tx_packets.add(sent as u64);
+        f.vr.tx_bytes.add(bytes);
+        let refused = n - sent;
+        if refused > 0 {
+            pc.tx_full.add(refused as u64);
+            f.vr.drops[Drop::TxFull as usize].add(refused as u64);
+            f.pool.free_all(&mut s.pkts);
+        }
+        // Anything the queue took from the front is gone; keep the arrays aligned.
+        debug_assert!(s.pkts.is_empty());
+    }
+}
+
+/// What a flush needs to settle counters.
+pub(crate) struct Flush<'a> {
+    pub(crate) pool: &'a Pool,
+    pub(crate) worker: usize,
+    pub(crate) ports: &'a [Box<[CachePadded<PortCounters>]>],
+    pub(crate) vr: &'a VrCounters,
+    pub(crate) vifs: &'a [Option<Arc<Vif>>],
+}

@@ -1,0 +1,289 @@
+//! The virtual-router model: a VR, its interfaces (VIFs), and how frames find them.
+//!
+//! A [`Vr`] is shared (`Arc`) between the control side and every worker. What a worker reads
+//! per packet — FIBs, neighbours — is lock-free; what changes rarely — the VIF list and the
+//! demux tables — lives in the data plane's published snapshot and is replaced whole.
+//!
+//! Next hops name interfaces by [`VifId`] (the VIF's index in its VR): a FIB route
+//! `Via { addr, ifindex }` leaves by VIF `ifindex`. The control plane translates kernel
+//! ifindexes to VIF ids when it mirrors routes.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
+
+use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
+use vrhost_fib::{Fib4, Fib6, Prefix4, Prefix6};
+use vrhost_wire::ethernet::EthernetAddress;
+
+use crate::counters::{VifCounters, VifStats, VrCounters, VrStats};
+use crate::neigh::NeighTable;
+use crate::pool::{Pkt, Pool};
+use crate::port::PortId;
+use crate::ring::{Consumer, Producer};
+
+/// Index of a VR in the data plane.
+pub type VrId = u16;
+/// Index of a VIF within its VR.
+pub type VifId = u16;
+
+/// How frames on a port are matched to a VIF.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DemuxKey {
+    /// Frames to the VIF's own MAC (on its VLAN, if any): the macvlan model. The default.
+    #[default]
+    Mac,
+    /// Every frame on the VIF's VLAN addressed to its MAC or to a group address: a router
+    /// sub-interface. The VIF must have a VLAN.
+    Vlan,
+    /// Frames to the VIF's MAC that also match a rule: several VIFs (of different VRs) may
+    /// share one MAC and split its traffic by addresses and ports. Rules sharing a MAC are
+    /// tried in the order the VIFs were added; the first match wins.
+    Rule(MatchRule),
+}
+
+/// An IPv4 or IPv6 prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpPrefix {
+    /// IPv4.
+    V4(Prefix4),
+    /// IPv6.
+    V6(Prefix6),
+}
+
+impl IpPrefix {
+    /// Whether `addr` is inside the prefix (false across families).
+    pub fn contains(&self, addr: IpAddr) -> bool {
+        match (self, addr) {
+            (IpPrefix::V4(p), IpAddr::V4(a)) => p.contains(a),
+            (IpPrefix::V6(p), IpAddr::V6(a)) => p.contains(a),
+            _ => false,
+        }
+    }
+}
+
+/// Fields a [`DemuxKey::Rule`] matches; `None` matches anything. A rule with any field set
+/// matches only IP packets.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MatchRule {
+    /// Destination prefix.
+    pub dst: Option<IpPrefix>,
+    /// Source prefix.
+    pub src: Option<IpPrefix>,
+    /// IP protocol (6 TCP, 17 UDP, …).
+    pub protocol: Option<u8>,
+    /// TCP/UDP source port.
+    pub src_port: Option<u16>,
+    /// TCP/UDP destination port.
+    pub dst_port: Option<u16>,
+}
+
+/// The fields of a packet a [`MatchRule`] looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowKey {
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// IP protocol.
+    pub protocol: u8,
+    /// Source port (0 if none).
+    pub src_port: u16,
+    /// Destination port (0 if none).
+    pub dst_port: u16,
+}
+
+impl MatchRule {
+    /// Whether the rule matches a packet with these fields.
+    pub fn matches(&self, k: &FlowKey) -> bool {
+        self.dst.is_none_or(|p| p.contains(k.dst))
+            && self.src.is_none_or(|p| p.contains(k.src))
+            && self.protocol.is_none_or(|p| p == k.protocol)
+            && self.src_port.is_none_or(|p| p == k.src_port)
+            && self.dst_port.is_none_or(|p| p == k.dst_port)
+    }
+}
+
+/// An address on a VIF (`ip addr add ADDR/LEN dev VIF`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfAddr {
+    /// IPv4 address and prefix length.
+    V4(Ipv4Addr, u8),
+    /// IPv6 address and prefix length.
+    V6(Ipv6Addr, u8),
+}
+
+/// How to create a VR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VrConfig {
+    /// Unique name.
+    pub name: String,
+    /// Scheduling weight (relative share when workers are overloaded).
+    pub weight: u32,
+    /// Worker that runs the VR's forwarding path; `None` = the least loaded by VR count.
+    pub worker: Option<usize>,
+    /// Slots in each ingress ring (one ring per receiving worker).
+    pub ingress_ring: usize,
+    /// ICMP errors per second the VR may send.
+    pub icmp_rate: u32,
+    /// ICMP error burst.
+    pub icmp_burst: u32,
+    /// Packets the punt queue holds until the control plane reads them.
+    pub punt_queue: usize,
+    /// Punted packets per second allowed (policer; 0 = unlimited).
+    pub punt_rate: u32,
+    /// Punt burst.
+    pub punt_burst: u32,
+    /// IPv4 FIB top-level bits (8..=24); small VRs save memory with fewer.
+    pub fib4_top_bits: u8,
+}
+
+impl VrConfig {
+    /// Defaults for a VR called `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        VrConfig {
+            name: name.into(),
+            weight: 1,
+            worker: None,
+            ingress_ring: 1024,
+            icmp_rate: 1000,
+            icmp_burst: 100,
+            punt_queue: 1024,
+            punt_rate: 10_000,
+            punt_burst: 1_000,
+            fib4_top_bits: 16,
+        }
+    }
+}
+
+/// How to create a VIF.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VifConfig {
+    /// Name, unique within the VR (it becomes the tap's name in the VR's namespace).
+    pub name: String,
+    /// Port the VIF lives on.
+    pub port: PortId,
+    /// 802.1Q VLAN id the VIF's frames carry (tag pushed on egress, expected on ingress).
+    pub vlan: Option<u16>,
+    /// How ingress frames are matched to the VIF.
+    pub key: DemuxKey,
+    /// The VIF's MAC address (source of what it sends, destination of what it receives).
+    pub mac: EthernetAddress,
+    /// IP MTU of the link.
+    pub mtu: u16,
+    /// Addresses; each makes its address local (punted) and its subnet attached.
+    pub addrs: Vec<IfAddr>,
+}
+
+/// A virtual interface: a VR's attachment to a port.
+#[derive(Debug)]
+pub struct Vif {
+    /// Index in the VR.
+    pub id: VifId,
+    /// The configuration it was created with.
+    pub config: VifConfig,
+    pub(crate) counters: Box<[CachePadded<VifCounters>]>,
+}
+
+impl Vif {
+    /// The first IPv4 address (source of ICMP errors).
+    pub fn ipv4(&self) -> Option<Ipv4Addr> {
+        self.config.addrs.iter().find_map(|a| match a {
+            IfAddr::V4(a, _) => Some(*a),
+            _ => None,
+        })
+    }
+
+    /// The first global IPv6 address, else the first link-local one.
+    pub fn ipv6(&self) -> Option<Ipv6Addr> {
+        let v6 = || {
+            self.config.addrs.iter().filter_map(|a| match a {
+                IfAddr::V6(a, _) => Some(*a),
+                _ => None,
+            })
+        };
+        v6().find(|a| !a.is_unicast_link_local())
+            .or_else(|| v6().next())
+    }
+
+    /// Summed counters.
+    pub fn stats(&self) -> VifStats {
+        VifStats::sum(self.counters.iter().map(|c| &**c))
+    }
+}
+
+/// A virtual router.
+pub struct Vr {
+    /// Index in the data plane.
+    pub id: VrId,
+    /// The configuration it was created with.
+    pub config: VrConfig,
+    /// Worker running its forwarding path.
+    pub owner: usize,
+    /// Current scheduling weight.
+    pub weight: AtomicU32,
+    /// IPv4 routes.
+    pub fib4: Fib4,
+    /// IPv6 routes.
+    pub fib6: Fib6,
+    /// Neighbours.
+    pub neigh: NeighTable,
+    pub(crate) pool: Arc<Pool>,
+    /// Producer end of the ingress ring fed by worker `i`, taken by that worker.
+    pub(crate) ingress_tx: Box<[Mutex<Option<Producer>>]>,
+    /// Consumer ends, taken by the owner.
+    pub(crate) ingress_rx: Mutex<Option<Vec<Consumer>>>,
+    pub(crate) punt: ArrayQueue<Pkt>,
+    pub(crate) inject: ArrayQueue<Pkt>,
+    pub(crate) counters: Box<[CachePadded<VrCounters>]>,
+}
+
+impl core::fmt::Debug for Vr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Vr")
+            .field("id", &self.id)
+            .field("name", &self.config.name)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Vr {
+    /// Name.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Summed counters.
+    pub fn stats(&self) -> VrStats {
+        VrStats::sum(self.counters.iter().map(|c| &**c))
+    }
+
+    /// Take the next punted packet (its `Meta::vif` says which VIF it arrived on). The caller
+    /// owns it and returns it to the pool ([`crate::Dataplane::pool`]) when done.
+    pub fn punt_recv(&self) -> Option<Pkt> {
+        self.punt.pop()
+    }
+
+    /// Packets waiting in the punt queue.
+    pub fn punt_len(&self) -> usize {
+        self.punt.len()
+    }
+}
+
+impl Drop for Vr {
+    fn drop(&mut self) {
+        while let Some(p) = self.punt.pop() {
+            self.pool.free(p);
+        }
+        while let Some(p) = self.inject.pop() {
+            self.pool.free(p);
+        }
+        if let Some(cs) = self.ingress_rx.get_mut().unwrap_or_else(|e| e.into_inner()) {
+            for c in cs {
+                c.drain(|p| self.pool.free(p));
+            }
+        }
+    }
+}

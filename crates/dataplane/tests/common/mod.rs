@@ -1,0 +1,192 @@
+//! A test rig: a data plane with mem ports and one worker driven step by step, plus frame
+//! builders. Frames are built with `vrhost-wire`'s emitters and checked by re-parsing.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each test file uses part of the rig"
+)]
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use vrhost_dataplane::port::mem::{self, MemPeer};
+use vrhost_dataplane::port::{RxQueue, TxQueue};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VifConfig, Worker};
+use vrhost_wire::EthernetAddress;
+use vrhost_wire::ip::Protocol;
+use vrhost_wire::{checksum, ipv4, ipv6, udp};
+
+pub const HOST_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xaa, 0x01]);
+
+pub fn mac(last: u8) -> EthernetAddress {
+    EthernetAddress([0x02, 0, 0, 0, 0, last])
+}
+
+/// One data plane, `ports` mem ports with one queue each, one worker polling them all.
+pub struct Rig {
+    pub pool: Arc<Pool>,
+    pub dp: Dataplane,
+    pub worker: Worker,
+    pub peers: Vec<MemPeer>,
+}
+
+impl Rig {
+    pub fn new(ports: usize) -> Rig {
+        Rig::with(ports, 4096, 1024)
+    }
+
+    pub fn with(ports: usize, pool_slots: usize, ring: usize) -> Rig {
+        let pool = Pool::new(pool_slots);
+        let dp = Dataplane::new(
+            pool.clone(),
+            DataplaneConfig {
+                workers: 1,
+                ports: (0..ports).map(|i| format!("p{i}")).collect(),
+            },
+        )
+        .unwrap();
+        let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
+        let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
+        let mut peers = Vec::new();
+        for i in 0..ports {
+            let (mut port, peer) = mem::port(1, 1, ring);
+            rx.push((i as u16, Box::new(port.rx.remove(0))));
+            tx.push(Box::new(port.tx.remove(0)));
+            peers.push(peer);
+        }
+        let worker = dp.worker(0, rx, tx).unwrap();
+        Rig {
+            pool,
+            dp,
+            worker,
+            peers,
+        }
+    }
+
+    /// Offer `frame` on `port`.
+    pub fn send(&mut self, port: usize, frame: &[u8]) {
+        assert!(self.peers[port].send(&self.pool, 0, frame), "rx ring full");
+    }
+
+    /// Poll until nothing more happens.
+    pub fn run(&mut self) {
+        while self.worker.poll() > 0 {}
+    }
+
+    /// What left by `port`.
+    pub fn recv(&mut self, port: usize) -> Vec<Vec<u8>> {
+        self.peers[port].recv_all(&self.pool)
+    }
+
+    /// Pool slots not free (packets held somewhere). 0 when everything was accounted for.
+    pub fn in_use(&self) -> usize {
+        self.pool.capacity() - self.pool.available()
+    }
+}
+
+/// A plain VIF config.
+pub fn vif(name: &str, port: u16, mac: EthernetAddress, addrs: Vec<IfAddr>) -> VifConfig {
+    VifConfig {
+        name: name.into(),
+        port,
+        vlan: None,
+        key: Default::default(),
+        mac,
+        mtu: 1500,
+        addrs,
+    }
+}
+
+/// Ethernet header (+ optional 802.1Q tag) in front of `l3`.
+pub fn eth(
+    dst: EthernetAddress,
+    src: EthernetAddress,
+    vlan: Option<u16>,
+    ty: u16,
+    l3: &[u8],
+) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    if let Some(v) = vlan {
+        f.extend_from_slice(&0x8100u16.to_be_bytes());
+        f.extend_from_slice(&v.to_be_bytes());
+    }
+    f.extend_from_slice(&ty.to_be_bytes());
+    f.extend_from_slice(l3);
+    f
+}
+
+/// An IPv4/UDP datagram with `payload`.
+pub fn udp4(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    ttl: u8,
+    sport: u16,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let total = 20 + udp_len;
+    let mut b = vec![0u8; total];
+    {
+        let mut ip = ipv4::Packet::new_unchecked(&mut b[..]);
+        ip.set_version(4);
+        ip.set_header_len(20);
+        ip.set_total_len(total as u16);
+        ip.set_ident(0x1234);
+        ip.clear_flags();
+        ip.set_dont_frag(true);
+        ip.set_frag_offset(0);
+        ip.set_ttl(ttl);
+        ip.set_protocol(Protocol::UDP);
+        ip.set_src_addr(src);
+        ip.set_dst_addr(dst);
+        ip.fill_checksum();
+    }
+    {
+        let mut u = udp::Packet::new_unchecked(&mut b[20..]);
+        u.set_src_port(sport);
+        u.set_dst_port(dport);
+        u.set_len(udp_len as u16);
+        u.set_checksum(0);
+        u.payload_mut().copy_from_slice(payload);
+    }
+    b
+}
+
+/// An IPv6/UDP packet with `payload`.
+pub fn udp6(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    hop: u8,
+    sport: u16,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let mut b = vec![0u8; 40 + udp_len];
+    ipv6::Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: Protocol::UDP,
+        payload_len: udp_len,
+        hop_limit: hop,
+        traffic_class: 0,
+        flow_label: 0,
+    }
+    .emit(&mut ipv6::Packet::new_unchecked(&mut b[..40]));
+    let mut u = udp::Packet::new_unchecked(&mut b[40..]);
+    u.set_src_port(sport);
+    u.set_dst_port(dport);
+    u.set_len(udp_len as u16);
+    u.payload_mut().copy_from_slice(payload);
+    let sum = checksum::combine(&[
+        checksum::pseudo_header_v6(src, dst, 17, udp_len as u32),
+        checksum::data(&b[40..]),
+    ]);
+    let s = !sum;
+    b[46..48].copy_from_slice(&(if s == 0 { 0xffff } else { s }).to_be_bytes());
+    b
+}

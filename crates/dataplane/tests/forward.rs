@@ -1,0 +1,179 @@
+//! End to end through mem ports: frames in, frames out, bytes checked by re-parsing.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use common::*;
+use vrhost_dataplane::{Drop, IfAddr, VrConfig};
+use vrhost_fib::NextHop;
+use vrhost_wire::{ethernet, ipv4, ipv6};
+
+const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const B: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
+const HOST_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const NH_B: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
+
+/// VR "blue": VIF a (port 0, 10.0.0.1/24), VIF b (port 1, 10.0.1.1/24); 198.51.100.0/24 via
+/// 10.0.1.2 whose MAC is known.
+fn blue() -> Rig {
+    let mut rig = Rig::new(2);
+    let vr = rig.dp.add_vr(VrConfig::new("blue")).unwrap();
+    let a = rig
+        .dp
+        .add_vif(
+            "blue",
+            vif(
+                "a",
+                0,
+                mac(1),
+                vec![
+                    IfAddr::V4(A, 24),
+                    IfAddr::V6("2001:db8:a::1".parse().unwrap(), 64),
+                ],
+            ),
+        )
+        .unwrap();
+    let b = rig
+        .dp
+        .add_vif(
+            "blue",
+            vif(
+                "b",
+                1,
+                mac(2),
+                vec![
+                    IfAddr::V4(B, 24),
+                    IfAddr::V6("2001:db8:b::1".parse().unwrap(), 64),
+                ],
+            ),
+        )
+        .unwrap();
+    assert_eq!((a, b), (0, 1));
+    vr.fib4
+        .insert(
+            "198.51.100.0/24".parse().unwrap(),
+            NextHop::Via {
+                addr: NH_B.into(),
+                ifindex: 1,
+            },
+        )
+        .unwrap();
+    vr.fib6
+        .insert(
+            "2001:db8:ff::/48".parse().unwrap(),
+            NextHop::Via {
+                addr: "2001:db8:b::2".parse::<Ipv6Addr>().unwrap().into(),
+                ifindex: 1,
+            },
+        )
+        .unwrap();
+    vr.neigh.set(1, NH_B.into(), mac(0x22));
+    vr.neigh
+        .set(1, "2001:db8:b::2".parse::<IpAddr>().unwrap(), mac(0x22));
+    rig.worker.poll();
+    rig
+}
+
+#[test]
+fn ipv4_forwarded_with_rewritten_l2_ttl_and_checksum() {
+    let mut rig = blue();
+    let dst = Ipv4Addr::new(198, 51, 100, 7);
+    let l3 = udp4(HOST_A, dst, 64, 1000, 2000, b"hello");
+    rig.send(0, &eth(mac(1), HOST_MAC, None, 0x0800, &l3));
+    rig.run();
+    let out = rig.recv(1);
+    assert_eq!(out.len(), 1);
+    let f = ethernet::Frame::new_checked(&out[0][..]).unwrap();
+    assert_eq!(f.dst_addr(), mac(0x22));
+    assert_eq!(f.src_addr(), mac(2));
+    let ip = ipv4::Packet::new_checked(f.payload()).unwrap();
+    assert_eq!(ip.ttl(), 63);
+    assert!(ip.verify_checksum());
+    assert_eq!((ip.src_addr(), ip.dst_addr()), (HOST_A, dst));
+    // Everything after the TTL/checksum is untouched.
+    assert_eq!(&f.payload()[20..], &l3[20..]);
+    assert!(rig.recv(0).is_empty());
+    let s = rig.dp.vr("blue").unwrap().stats();
+    assert_eq!((s.rx_packets, s.tx_packets, s.total_drops()), (1, 1, 0));
+    assert_eq!(rig.in_use(), 0);
+}
+
+#[test]
+fn ipv6_forwarded_with_hop_limit_decremented() {
+    let mut rig = blue();
+    let src: Ipv6Addr = "2001:db8:a::2".parse().unwrap();
+    let dst: Ipv6Addr = "2001:db8:ff::9".parse().unwrap();
+    let l3 = udp6(src, dst, 5, 1, 2, b"six");
+    rig.send(0, &eth(mac(1), HOST_MAC, None, 0x86dd, &l3));
+    rig.run();
+    let out = rig.recv(1);
+    assert_eq!(out.len(), 1);
+    let f = ethernet::Frame::new_checked(&out[0][..]).unwrap();
+    assert_eq!((f.dst_addr(), f.src_addr()), (mac(0x22), mac(2)));
+    let ip = ipv6::Packet::new_checked(f.payload()).unwrap();
+    assert_eq!(ip.hop_limit(), 4);
+    assert_eq!(&f.payload()[8..], &l3[8..]);
+    assert_eq!(rig.in_use(), 0);
+}
+
+#[test]
+fn local_and_arp_are_punted_malformed_is_counted() {
+    let mut rig = blue();
+    // To the VR's own address: punted.
+    rig.send(
+        0,
+        &eth(
+            mac(1),
+            HOST_MAC,
+            None,
+            0x0800,
+            &udp4(HOST_A, A, 64, 1, 2, b"x"),
+        ),
+    );
+    // ARP broadcast: punted.
+    let mut arp = vec![0, 1, 8, 0, 6, 4, 0, 1];
+    arp.extend_from_slice(&HOST_MAC.0);
+    arp.extend_from_slice(&HOST_A.octets());
+    arp.extend_from_slice(&[0; 6]);
+    arp.extend_from_slice(&A.octets());
+    rig.send(
+        0,
+        &eth(
+            ethernet::EthernetAddress::BROADCAST,
+            HOST_MAC,
+            None,
+            0x0806,
+            &arp,
+        ),
+    );
+    // Bad checksum.
+    let mut bad = udp4(HOST_A, Ipv4Addr::new(198, 51, 100, 7), 64, 1, 2, b"x");
+    bad[10] ^= 0xff;
+    rig.send(0, &eth(mac(1), HOST_MAC, None, 0x0800, &bad));
+    // Truncated frame, and an unknown MAC.
+    rig.send(0, &[0u8; 10]);
+    rig.send(
+        0,
+        &eth(
+            mac(9),
+            HOST_MAC,
+            None,
+            0x0800,
+            &udp4(HOST_A, A, 64, 1, 2, b"x"),
+        ),
+    );
+    rig.run();
+    let vr = rig.dp.vr("blue").unwrap();
+    assert_eq!(vr.punt_len(), 2);
+    let s = vr.stats();
+    assert_eq!(s.drop(Drop::Ip4BadChecksum), 1);
+    let d = rig.dp.demux_drops();
+    assert_eq!(d[Drop::L2Truncated as usize], 1);
+    assert_eq!(d[Drop::NoVr as usize], 1);
+    while let Some(p) = vr.punt_recv() {
+        rig.pool.free(p);
+    }
+    assert!(rig.recv(1).is_empty());
+    assert_eq!(rig.in_use(), 0);
+}
