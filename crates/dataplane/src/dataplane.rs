@@ -235,6 +235,9 @@ impl Dataplane {
         if config.punt_queue == 0 || config.punt_queue > 1 << 20 {
             return Err(bad(&what, "punt_queue", "must be 1..=1048576"));
         }
+        if config.flow_cache > 1 << 24 {
+            return Err(bad(&what, "flow_cache", "must be at most 16777216 entries"));
+        }
         if !(8..=24).contains(&config.fib4_top_bits) {
             return Err(bad(&what, "fib4_top_bits", "must be 8..=24"));
         }

@@ -137,6 +137,8 @@ pub struct VrConfig {
     pub punt_burst: u32,
     /// IPv4 FIB top-level bits (8..=24); small VRs save memory with fewer.
     pub fib4_top_bits: u8,
+    /// Flow-cache entries per family per worker (rounded up to a power of two; 0 = off).
+    pub flow_cache: usize,
 }
 
 impl VrConfig {
@@ -153,6 +155,7 @@ impl VrConfig {
             punt_rate: 10_000,
             punt_burst: 1_000,
             fib4_top_bits: 16,
+            flow_cache: 4096,
         }
     }
 }

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use crate::counters::{Drop, Node};
 use crate::dataplane::{Shared, Snapshot, VrSnap};
 use crate::demux::{Verdict, parse_l2};
+use crate::node::flowcache::FlowCache;
 use crate::node::{Bucket, Ctx, cycles};
 use crate::pool::Pkt;
 use crate::port::{PortId, RxQueue, TxQueue};
@@ -34,6 +35,8 @@ use crate::vr::VrId;
 pub(crate) struct VrState {
     pub(crate) icmp_bucket: Bucket,
     pub(crate) punt_bucket: Bucket,
+    pub(crate) fc4: FlowCache<u32>,
+    pub(crate) fc6: FlowCache<u128>,
 }
 
 struct LocalVr {
@@ -194,6 +197,8 @@ impl Worker {
                     state: VrState {
                         icmp_bucket: Bucket::new(cfg.icmp_rate, cfg.icmp_burst),
                         punt_bucket: Bucket::new(cfg.punt_rate, cfg.punt_burst),
+                        fc4: FlowCache::new(cfg.flow_cache),
+                        fc6: FlowCache::new(cfg.flow_cache),
                     },
                 }
             });

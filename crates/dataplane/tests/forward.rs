@@ -177,3 +177,92 @@ fn local_and_arp_are_punted_malformed_is_counted() {
     assert!(rig.recv(1).is_empty());
     assert_eq!(rig.in_use(), 0);
 }
+
+#[test]
+fn flow_cache_hits_and_follows_route_and_neighbour_changes() {
+    let mut rig = blue();
+    let vr = rig.dp.vr("blue").unwrap();
+    let dst = Ipv4Addr::new(198, 51, 100, 7);
+    let frame = eth(
+        mac(1),
+        HOST_MAC,
+        None,
+        0x0800,
+        &udp4(HOST_A, dst, 64, 1, 2, b"c"),
+    );
+    let dst_mac = |f: &[u8]| ethernet::Frame::new_checked(f).unwrap().dst_addr();
+    for _ in 0..3 {
+        rig.send(0, &frame);
+        rig.run();
+    }
+    let s = vr.stats();
+    assert_eq!((s.flow_misses, s.flow_hits), (1, 2));
+    assert!(rig.recv(1).iter().all(|f| dst_mac(f) == mac(0x22)));
+
+    // The neighbour's MAC changes: the next packet must not use the cached one.
+    vr.neigh.set(1, NH_B.into(), mac(0x23));
+    rig.send(0, &frame);
+    rig.run();
+    assert_eq!(dst_mac(&rig.recv(1)[0]), mac(0x23));
+
+    // A more specific route via another neighbour on VIF a takes over.
+    vr.fib4
+        .insert(
+            "198.51.100.0/25".parse().unwrap(),
+            NextHop::Via {
+                addr: HOST_A.into(),
+                ifindex: 0,
+            },
+        )
+        .unwrap();
+    vr.neigh.set(0, HOST_A.into(), HOST_MAC);
+    rig.send(0, &frame);
+    rig.run();
+    assert!(rig.recv(1).is_empty());
+    let back = rig.recv(0);
+    assert_eq!(back.len(), 1);
+    assert_eq!(dst_mac(&back[0]), HOST_MAC);
+    let s = vr.stats();
+    assert_eq!(s.flow_misses, 3);
+    assert_eq!(s.tx_packets, 5);
+    assert_eq!(rig.in_use(), 0);
+}
+
+#[test]
+fn flow_cache_off_still_forwards() {
+    let mut rig = Rig::new(2);
+    let mut cfg = VrConfig::new("nocache");
+    cfg.flow_cache = 0;
+    let vr = rig.dp.add_vr(cfg).unwrap();
+    rig.dp
+        .add_vif("nocache", vif("a", 0, mac(1), vec![IfAddr::V4(A, 24)]))
+        .unwrap();
+    rig.dp
+        .add_vif("nocache", vif("b", 1, mac(2), vec![IfAddr::V4(B, 24)]))
+        .unwrap();
+    vr.neigh.set(1, NH_B.into(), mac(0x22));
+    rig.send(
+        0,
+        &eth(
+            mac(1),
+            HOST_MAC,
+            None,
+            0x0800,
+            &udp4(HOST_A, NH_B, 64, 1, 2, b"x"),
+        ),
+    );
+    rig.send(
+        0,
+        &eth(
+            mac(1),
+            HOST_MAC,
+            None,
+            0x0800,
+            &udp4(HOST_A, NH_B, 64, 1, 2, b"x"),
+        ),
+    );
+    rig.run();
+    assert_eq!(rig.recv(1).len(), 2);
+    let s = vr.stats();
+    assert_eq!((s.flow_hits, s.flow_misses), (0, 0));
+}

@@ -9,6 +9,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use vrhost_fib::{BATCH, NextHop, NhId};
 use vrhost_wire::checksum;
+use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::icmpv4::DstUnreachable;
 
 use crate::counters::{Drop, Node};
@@ -105,57 +106,115 @@ pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec) {
     forward(cx, &mut fwd, &dsts);
 }
 
-/// `forward`: look up, resolve and rewrite; `dsts[i]` is the destination of `v[i]`.
+/// `flow-cache` + `forward`: look up, resolve and rewrite; `dsts[i]` is the destination of
+/// `v[i]`.
 fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
     let t0 = cycles();
     let pool = cx.pool;
     let n = v.len();
     let guard = vrhost_fib::pin();
-    let mut ids: [Option<NhId>; VECTOR] = [None; VECTOR];
-    cx.vr.fib4.lookup_batch(&dsts[..n], &mut ids[..n], &guard);
+    // Generations only grow, so their sum changes whenever either table does; +1 keeps it
+    // clear of the cache's "empty" 0.
+    let generation = cx.vr.fib4.generation() + cx.vr.neigh.generation() + 1;
+    let mut hits: [Option<(u16, [u8; 6])>; VECTOR] = [None; VECTOR];
+    let mut miss_dst = [Ipv4Addr::UNSPECIFIED; VECTOR];
+    let mut miss_ids: [Option<NhId>; VECTOR] = [None; VECTOR];
+    let mut m = 0;
+    if cx.st.fc4.enabled() {
+        for i in 0..n {
+            hits[i] = cx.st.fc4.get(dsts[i].to_bits(), generation);
+            if hits[i].is_none() {
+                miss_dst[m] = dsts[i];
+                m += 1;
+            }
+        }
+        cx.c.flow_hits.add((n - m) as u64);
+        cx.c.flow_misses.add(m as u64);
+    } else {
+        miss_dst[..n].copy_from_slice(&dsts[..n]);
+        m = n;
+    }
+    let t1 = cycles();
+    cx.count(Node::FlowCache, n, t1.wrapping_sub(t0));
+    cx.vr
+        .fib4
+        .lookup_batch(&miss_dst[..m], &mut miss_ids[..m], &guard);
     let neigh = cx.vr.neigh.snapshot();
+    let mut mi = 0;
     for (i, mut p) in v.drain(..).enumerate() {
-        let Some(id) = ids[i] else {
-            icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::NetUnreachable));
-            cx.drop(p, Drop::NoRoute);
-            continue;
-        };
-        let Some(set) = cx.vr.fib4.nexthops(id, &guard) else {
-            cx.drop(p, Drop::NoRoute);
-            continue;
+        let dst = dsts[i];
+        let cached = hits[i].and_then(|(vif, mac)| cx.vif(vif).map(|o| (o, mac)));
+        let (out, mac) = match cached {
+            Some(hit) => hit,
+            None => {
+                let id = if hits[i].is_none() {
+                    mi += 1;
+                    miss_ids[mi - 1]
+                } else {
+                    // Cached VIF removed since: look up again.
+                    cx.vr.fib4.lookup(dst, &guard)
+                };
+                let Some(id) = id else {
+                    icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::NetUnreachable));
+                    cx.drop(p, Drop::NoRoute);
+                    continue;
+                };
+                let Some(set) = cx.vr.fib4.nexthops(id, &guard) else {
+                    cx.drop(p, Drop::NoRoute);
+                    continue;
+                };
+                let l3 = usize::from(pool.meta(&p).l3);
+                let ecmp = set.hops().len() > 1;
+                let hop = if ecmp {
+                    set.select(flow::hash_v4(&pool.frame(&p)[l3..]))
+                } else {
+                    &set.hops()[0]
+                };
+                let (nbr, ifindex) = match *hop {
+                    NextHop::Via { addr, ifindex } => (addr, ifindex),
+                    NextHop::Attached { ifindex } => (IpAddr::V4(dst), ifindex),
+                    NextHop::Local => {
+                        cx.punt(p);
+                        continue;
+                    }
+                    NextHop::Drop => {
+                        cx.drop(p, Drop::Blackhole);
+                        continue;
+                    }
+                    NextHop::Unreachable => {
+                        icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::HostUnreachable));
+                        cx.drop(p, Drop::Unreachable);
+                        continue;
+                    }
+                    NextHop::Prohibit => {
+                        icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::CommProhibited));
+                        cx.drop(p, Drop::Prohibited);
+                        continue;
+                    }
+                };
+                let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
+                    cx.drop(p, Drop::NoVif);
+                    continue;
+                };
+                if pool.frame(&p)[l3 + 8] <= 1 {
+                    // Checked before the neighbour so an unresolved one doesn't hide it.
+                    icmp::error4(cx, &p, Icmp4::TimeExceeded);
+                    cx.drop(p, Drop::TtlExpired);
+                    continue;
+                }
+                let Some(&mac) = neigh.get(&(out.id, nbr)) else {
+                    // Let the control plane resolve it (its kernel ARPs and forwards this one).
+                    cx.c.neigh_miss.add(1);
+                    cx.punt(p);
+                    continue;
+                };
+                if !ecmp {
+                    cx.st.fc4.put(dst.to_bits(), generation, out.id, mac.0);
+                }
+                (out, mac.0)
+            }
         };
         let m = *pool.meta(&p);
-        let hop = if set.hops().len() > 1 {
-            set.select(flow::hash_v4(&pool.frame(&p)[usize::from(m.l3)..]))
-        } else {
-            &set.hops()[0]
-        };
-        let (nbr, ifindex) = match *hop {
-            NextHop::Via { addr, ifindex } => (addr, ifindex),
-            NextHop::Attached { ifindex } => (IpAddr::V4(dsts[i]), ifindex),
-            NextHop::Local => {
-                cx.punt(p);
-                continue;
-            }
-            NextHop::Drop => {
-                cx.drop(p, Drop::Blackhole);
-                continue;
-            }
-            NextHop::Unreachable => {
-                icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::HostUnreachable));
-                cx.drop(p, Drop::Unreachable);
-                continue;
-            }
-            NextHop::Prohibit => {
-                icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::CommProhibited));
-                cx.drop(p, Drop::Prohibited);
-                continue;
-            }
-        };
-        let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
-            cx.drop(p, Drop::NoVif);
-            continue;
-        };
         let l3 = usize::from(m.l3);
         let frame = pool.frame(&p);
         if frame[l3 + 8] <= 1 {
@@ -179,12 +238,6 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
             }
             continue;
         }
-        let Some(&mac) = neigh.get(&(out.id, nbr)) else {
-            // Let the control plane resolve it (its kernel ARPs and forwards this one).
-            cx.c.neigh_miss.add(1);
-            cx.punt(p);
-            continue;
-        };
         // TTL − 1 with the RFC 1624 incremental checksum update.
         let f = pool.frame_mut(&mut p);
         let ttl = f[l3 + 8];
@@ -194,8 +247,15 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
         f[l3 + 8] = ttl - 1;
         f[l3 + 10..l3 + 12].copy_from_slice(&sum.to_be_bytes());
         let out = out.clone();
-        l2::rewrite(pool, &mut p, mac, out.config.mac, out.config.vlan, 0x0800);
+        l2::rewrite(
+            pool,
+            &mut p,
+            EthernetAddress(mac),
+            out.config.mac,
+            out.config.vlan,
+            0x0800,
+        );
         cx.send(p, &out);
     }
-    cx.count(Node::Forward, n, cycles().wrapping_sub(t0));
+    cx.count(Node::Forward, n, cycles().wrapping_sub(t1));
 }

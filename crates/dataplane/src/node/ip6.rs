@@ -9,6 +9,7 @@
 use std::net::{IpAddr, Ipv6Addr};
 
 use vrhost_fib::{NextHop, NhId};
+use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::icmpv6::{ErrorMessage, TimeExceededCode, UnreachableCode};
 use vrhost_wire::ip::Protocol;
 use vrhost_wire::ipv6;
@@ -112,62 +113,118 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec) {
     }
 }
 
+/// `flow-cache` + `forward`, as for IPv4.
 fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
     let t0 = cycles();
     let pool = cx.pool;
     let n = v.len();
     let guard = vrhost_fib::pin();
-    let mut ids: [Option<NhId>; VECTOR] = [None; VECTOR];
-    cx.vr.fib6.lookup_batch(&dsts[..n], &mut ids[..n], &guard);
+    let generation = cx.vr.fib6.generation() + cx.vr.neigh.generation() + 1;
+    let mut hits: [Option<(u16, [u8; 6])>; VECTOR] = [None; VECTOR];
+    let mut miss_dst = [Ipv6Addr::UNSPECIFIED; VECTOR];
+    let mut miss_ids: [Option<NhId>; VECTOR] = [None; VECTOR];
+    let mut m = 0;
+    if cx.st.fc6.enabled() {
+        for i in 0..n {
+            hits[i] = cx.st.fc6.get(dsts[i].to_bits(), generation);
+            if hits[i].is_none() {
+                miss_dst[m] = dsts[i];
+                m += 1;
+            }
+        }
+        cx.c.flow_hits.add((n - m) as u64);
+        cx.c.flow_misses.add(m as u64);
+    } else {
+        miss_dst[..n].copy_from_slice(&dsts[..n]);
+        m = n;
+    }
+    let t1 = cycles();
+    cx.count(Node::FlowCache, n, t1.wrapping_sub(t0));
+    cx.vr
+        .fib6
+        .lookup_batch(&miss_dst[..m], &mut miss_ids[..m], &guard);
     let neigh = cx.vr.neigh.snapshot();
+    let mut mi = 0;
     for (i, mut p) in v.drain(..).enumerate() {
         let dst = dsts[i];
-        let Some(set) = ids[i].and_then(|id| cx.vr.fib6.nexthops(id, &guard)) else {
-            if is_link_local(&dst) {
-                cx.drop(p, Drop::Ip6LinkLocal);
-                continue;
+        let l3 = usize::from(pool.meta(&p).l3);
+        let cached = hits[i].and_then(|(vif, mac)| cx.vif(vif).map(|o| (o, mac)));
+        let (out, mac) = match cached {
+            Some(hit) => hit,
+            None => {
+                let id = if hits[i].is_none() {
+                    mi += 1;
+                    miss_ids[mi - 1]
+                } else {
+                    cx.vr.fib6.lookup(dst, &guard)
+                };
+                let Some(set) = id.and_then(|id| cx.vr.fib6.nexthops(id, &guard)) else {
+                    if is_link_local(&dst) {
+                        cx.drop(p, Drop::Ip6LinkLocal);
+                        continue;
+                    }
+                    let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
+                    icmp::error6(cx, &p, e);
+                    cx.drop(p, Drop::NoRoute);
+                    continue;
+                };
+                let ecmp = set.hops().len() > 1;
+                let hop = if ecmp {
+                    let h = flow::flow_key_v6(&pool.frame(&p)[l3..]).map_or(0, |k| flow::hash(&k));
+                    set.select(h)
+                } else {
+                    &set.hops()[0]
+                };
+                let (nbr, ifindex) = match *hop {
+                    NextHop::Local => {
+                        cx.punt(p);
+                        continue;
+                    }
+                    _ if is_link_local(&dst) => {
+                        cx.drop(p, Drop::Ip6LinkLocal);
+                        continue;
+                    }
+                    NextHop::Via { addr, ifindex } => (addr, ifindex),
+                    NextHop::Attached { ifindex } => (IpAddr::V6(dst), ifindex),
+                    NextHop::Drop => {
+                        cx.drop(p, Drop::Blackhole);
+                        continue;
+                    }
+                    NextHop::Unreachable => {
+                        let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
+                        icmp::error6(cx, &p, e);
+                        cx.drop(p, Drop::Unreachable);
+                        continue;
+                    }
+                    NextHop::Prohibit => {
+                        let e = ErrorMessage::DstUnreachable(UnreachableCode::ADMIN_PROHIBITED);
+                        icmp::error6(cx, &p, e);
+                        cx.drop(p, Drop::Prohibited);
+                        continue;
+                    }
+                };
+                let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
+                    cx.drop(p, Drop::NoVif);
+                    continue;
+                };
+                if pool.frame(&p)[l3 + 7] <= 1 {
+                    let e = ErrorMessage::TimeExceeded(TimeExceededCode::HOP_LIMIT);
+                    icmp::error6(cx, &p, e);
+                    cx.drop(p, Drop::TtlExpired);
+                    continue;
+                }
+                let Some(&mac) = neigh.get(&(out.id, nbr)) else {
+                    cx.c.neigh_miss.add(1);
+                    cx.punt(p);
+                    continue;
+                };
+                if !ecmp {
+                    cx.st.fc6.put(dst.to_bits(), generation, out.id, mac.0);
+                }
+                (out, mac.0)
             }
-            let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
-            icmp::error6(cx, &p, e);
-            cx.drop(p, Drop::NoRoute);
-            continue;
         };
         let m = *pool.meta(&p);
-        let l3 = usize::from(m.l3);
-        let hop = if set.hops().len() > 1 {
-            let h = flow::flow_key_v6(&pool.frame(&p)[l3..]).map_or(0, |k| flow::hash(&k));
-            set.select(h)
-        } else {
-            &set.hops()[0]
-        };
-        let (nbr, ifindex) = match *hop {
-            NextHop::Local => {
-                cx.punt(p);
-                continue;
-            }
-            _ if is_link_local(&dst) => {
-                cx.drop(p, Drop::Ip6LinkLocal);
-                continue;
-            }
-            NextHop::Via { addr, ifindex } => (addr, ifindex),
-            NextHop::Attached { ifindex } => (IpAddr::V6(dst), ifindex),
-            NextHop::Drop => {
-                cx.drop(p, Drop::Blackhole);
-                continue;
-            }
-            NextHop::Unreachable => {
-                let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
-                icmp::error6(cx, &p, e);
-                cx.drop(p, Drop::Unreachable);
-                continue;
-            }
-            NextHop::Prohibit => {
-                let e = ErrorMessage::DstUnreachable(UnreachableCode::ADMIN_PROHIBITED);
-                icmp::error6(cx, &p, e);
-                cx.drop(p, Drop::Prohibited);
-                continue;
-            }
-        };
         let frame = pool.frame(&p);
         let src = ipv6::Packet::new_unchecked(&frame[l3..]).src_addr();
         if is_link_local(&src) {
@@ -177,10 +234,6 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
             cx.drop(p, Drop::Ip6BadSource);
             continue;
         }
-        let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
-            cx.drop(p, Drop::NoVif);
-            continue;
-        };
         if frame[l3 + 7] <= 1 {
             let e = ErrorMessage::TimeExceeded(TimeExceededCode::HOP_LIMIT);
             icmp::error6(cx, &p, e);
@@ -194,15 +247,17 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
             cx.drop(p, Drop::MtuExceeded);
             continue;
         }
-        let Some(&mac) = neigh.get(&(out.id, nbr)) else {
-            cx.c.neigh_miss.add(1);
-            cx.punt(p);
-            continue;
-        };
         pool.frame_mut(&mut p)[l3 + 7] -= 1;
         let out = out.clone();
-        l2::rewrite(pool, &mut p, mac, out.config.mac, out.config.vlan, 0x86dd);
+        l2::rewrite(
+            pool,
+            &mut p,
+            EthernetAddress(mac),
+            out.config.mac,
+            out.config.vlan,
+            0x86dd,
+        );
         cx.send(p, &out);
     }
-    cx.count(Node::Forward, n, cycles().wrapping_sub(t0));
+    cx.count(Node::Forward, n, cycles().wrapping_sub(t1));
 }
