@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::counters::{Drop, Node};
 use crate::dataplane::{Shared, Snapshot, VrSnap};
-use crate::demux::{Verdict, parse_l2};
+use crate::demux::{Verdict, parse_l2_packed, unpack};
 use crate::node::flowcache::FlowCache;
 use crate::node::{Bucket, Ctx, cycles};
 use crate::pool::Pkt;
@@ -261,22 +261,21 @@ impl Worker {
             let m = *pool.meta(&p);
             bytes += u64::from(m.len);
             let frame = pool.frame(&p);
-            let l2 = match parse_l2(frame) {
-                Ok(l2) => l2,
-                Err(d) => {
-                    wc.drops[d as usize].add(1);
-                    dropped += 1;
-                    pool.free(p);
-                    continue;
-                }
-            };
+            let packed = parse_l2_packed(frame);
+            if packed >> 40 != 0 {
+                wc.drops[Drop::L2Truncated as usize].add(1);
+                dropped += 1;
+                pool.free(p);
+                continue;
+            }
+            let l2 = unpack(packed);
             match demux.lookup(frame, &l2) {
                 Verdict::One(r) => {
                     let m = pool.meta_mut(&mut p);
                     m.port = port;
                     m.vr = r.vr;
                     m.vif = r.vif;
-                    m.l3 = l2.l3;
+                    m.l3 = l2.l3 as u8;
                     m.class = l2.class as u8;
                     dropped += Self::stage(sh, id, vrs, touched, r.vr, p);
                 }
@@ -298,7 +297,7 @@ impl Worker {
                         m.port = port;
                         m.vr = r.vr;
                         m.vif = r.vif;
-                        m.l3 = l2.l3;
+                        m.l3 = l2.l3 as u8;
                         m.class = l2.class as u8;
                         dropped += Self::stage(sh, id, vrs, touched, r.vr, q);
                     }

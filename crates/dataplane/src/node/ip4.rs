@@ -246,7 +246,6 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
         let sum = checksum::update_u16(u16::from_be_bytes([f[l3 + 10], f[l3 + 11]]), old, new);
         f[l3 + 8] = ttl - 1;
         f[l3 + 10..l3 + 12].copy_from_slice(&sum.to_be_bytes());
-        let out = out.clone();
         l2::rewrite(
             pool,
             &mut p,
@@ -255,7 +254,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
             out.config.vlan,
             0x0800,
         );
-        cx.send(p, &out);
+        cx.send(p, out);
     }
     cx.count(Node::Forward, n, cycles().wrapping_sub(t1));
 }

@@ -248,7 +248,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
             continue;
         }
         pool.frame_mut(&mut p)[l3 + 7] -= 1;
-        let out = out.clone();
+
         l2::rewrite(
             pool,
             &mut p,
@@ -257,7 +257,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
             out.config.vlan,
             0x86dd,
         );
-        cx.send(p, &out);
+        cx.send(p, out);
     }
     cx.count(Node::Forward, n, cycles().wrapping_sub(t1));
 }
