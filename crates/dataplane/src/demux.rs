@@ -52,8 +52,11 @@ pub struct PortDemux {
 /// Where a frame goes.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict<'a> {
-    /// To one VIF.
+    /// To one VIF, decided by VLAN and destination MAC alone (so the same for every frame
+    /// with those: the worker remembers it for the next frame).
     One(VifRef),
+    /// To one VIF, chosen by a match rule (depends on the L3 header too).
+    Rule(VifRef),
     /// A group-addressed frame: to each of these VIFs.
     Flood(&'a [VifRef]),
     /// Nowhere.
@@ -234,7 +237,7 @@ impl PortDemux {
                 };
                 rs.iter()
                     .find(|(rule, _)| rule_matches(rule, &k, is_ip))
-                    .map_or(Verdict::Drop(Drop::NoVr), |(_, r)| Verdict::One(*r))
+                    .map_or(Verdict::Drop(Drop::NoVr), |(_, r)| Verdict::Rule(*r))
             }
             None => match v.whole {
                 Some((mac, r)) if mac == dst => Verdict::One(r),

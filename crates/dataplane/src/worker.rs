@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::counters::{Drop, Node};
 use crate::dataplane::{Shared, Snapshot, VrSnap};
-use crate::demux::{Verdict, parse_l2_packed, unpack};
+use crate::demux::{Verdict, VifRef, parse_l2_packed, unpack};
 use crate::node::flowcache::FlowCache;
 use crate::node::{Bucket, Ctx, cycles};
 use crate::pool::Pkt;
@@ -46,7 +46,41 @@ struct LocalVr {
     consumers: Vec<Consumer>,
     next_consumer: usize,
     staged: PktVec,
+    staged_bytes: u64,
     state: VrState,
+}
+
+/// Received packets and bytes of one VIF, added up while consecutive frames hit it.
+#[derive(Default)]
+struct VifRun {
+    vif: Option<VifRef>,
+    packets: u64,
+    bytes: u64,
+}
+
+impl VifRun {
+    #[inline(always)]
+    fn add(&mut self, vrs: &[Option<LocalVr>], worker: usize, r: VifRef, len: u16) {
+        if self.vif != Some(r) {
+            self.flush(vrs, worker);
+            self.vif = Some(r);
+        }
+        self.packets += 1;
+        self.bytes += u64::from(len);
+    }
+
+    fn flush(&mut self, vrs: &[Option<LocalVr>], worker: usize) {
+        if let Some(r) = self.vif.take()
+            && let Some(Some(l)) = vrs.get(usize::from(r.vr))
+            && let Some(Some(v)) = l.snap.vifs.get(usize::from(r.vif))
+        {
+            let c = &v.counters[worker];
+            c.rx_packets.add(self.packets);
+            c.rx_bytes.add(self.bytes);
+        }
+        self.packets = 0;
+        self.bytes = 0;
+    }
 }
 
 /// One forwarding thread's state. Create with [`crate::Dataplane::worker`]; drive with
@@ -194,6 +228,7 @@ impl Worker {
                     consumers,
                     next_consumer: 0,
                     staged: PktVec::new(),
+                    staged_bytes: 0,
                     state: VrState {
                         icmp_bucket: Bucket::new(cfg.icmp_rate, cfg.icmp_burst),
                         punt_bucket: Bucket::new(cfg.punt_rate, cfg.punt_burst),
@@ -257,6 +292,10 @@ impl Worker {
         let demux = &snap.ports[usize::from(port)];
         let mut bytes = 0u64;
         let mut dropped = 0u64;
+        // Consecutive frames mostly go to the same VIF: remember the last (VLAN, MAC) →
+        // VIF decision, and add up that VIF's rx counters until the VIF changes.
+        let mut memo: Option<(u64, VifRef)> = None;
+        let mut run = VifRun::default();
         for mut p in v.drain(..) {
             let m = *pool.meta(&p);
             bytes += u64::from(m.len);
@@ -269,8 +308,19 @@ impl Worker {
                 continue;
             }
             let l2 = unpack(packed);
-            match demux.lookup(frame, &l2) {
-                Verdict::One(r) => {
+            let key = u64::from(l2.vid) << 48
+                | u64::from(u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]])) << 16
+                | u64::from(u16::from_be_bytes([frame[4], frame[5]]));
+            let verdict = match memo {
+                Some((k, r)) if k == key => Verdict::One(r),
+                _ => demux.lookup(frame, &l2),
+            };
+            match verdict {
+                Verdict::One(r) | Verdict::Rule(r) => {
+                    if let Verdict::One(r) = verdict {
+                        memo = Some((key, r));
+                    }
+                    run.add(vrs, id, r, m.len);
                     let m = pool.meta_mut(&mut p);
                     m.port = port;
                     m.vr = r.vr;
@@ -293,6 +343,7 @@ impl Worker {
                             dropped += 1;
                             continue;
                         };
+                        run.add(vrs, id, *r, m.len);
                         let m = pool.meta_mut(&mut q);
                         m.port = port;
                         m.vr = r.vr;
@@ -314,6 +365,7 @@ impl Worker {
                 }
             }
         }
+        run.flush(vrs, id);
         pc.rx_bytes.add(bytes);
         dropped += Self::flush_staged(sh, id, vrs, touched);
         pc.rx_dropped.add(dropped);
@@ -344,6 +396,7 @@ impl Worker {
         if l.staged.is_empty() {
             touched.push(vr);
         }
+        l.staged_bytes += u64::from(sh.pool.meta(&p).len);
         l.staged.push(p);
         if l.staged.is_full() {
             // The VR stays in `touched`; its second flush finds nothing.
@@ -356,29 +409,18 @@ impl Worker {
     fn admit(sh: &Shared, worker: usize, l: &mut LocalVr) -> u64 {
         let pool = &*sh.pool;
         let c = &l.snap.vr.counters[worker];
-        let mut bytes = 0u64;
-        for p in l.staged.iter() {
-            let m = pool.meta(p);
-            bytes += u64::from(m.len);
-            if let Some(Some(v)) = l.snap.vifs.get(usize::from(m.vif)) {
-                let vc = &v.counters[worker];
-                vc.rx_packets.add(1);
-                vc.rx_bytes.add(u64::from(m.len));
-            }
-        }
         let n = l.staged.len();
+        let mut bytes = core::mem::take(&mut l.staged_bytes);
         let pushed = match l.producer.as_mut() {
             Some(prod) => prod.push_burst(&mut l.staged),
             None => 0,
         };
         let refused = (n - pushed) as u64;
         if refused > 0 {
-            let mut rb = 0u64;
             for p in l.staged.drain(..) {
-                rb += u64::from(pool.meta(&p).len);
+                bytes -= u64::from(pool.meta(&p).len);
                 pool.free(p);
             }
-            bytes -= rb;
             c.drops[Drop::VrIngressFull as usize].add(refused);
         }
         c.rx_packets.add(pushed as u64);
