@@ -163,7 +163,7 @@ impl PortDemux {
         let v = self.vlans.entry(vid).or_default();
         match &cfg.key {
             DemuxKey::Mac => {
-                if v.macs.contains_key(&cfg.mac) {
+                if v.macs.contains_key(&cfg.mac) || v.whole.is_some_and(|(m, _)| m == cfg.mac) {
                     return Err(format!("MAC {} already used on this port/VLAN", cfg.mac));
                 }
                 v.macs.insert(cfg.mac, MacTarget::Vif(r));
@@ -175,7 +175,13 @@ impl PortDemux {
                 if v.whole.is_some() {
                     return Err(format!("VLAN {vid} already owned by another VIF"));
                 }
+                if v.macs.contains_key(&cfg.mac) {
+                    return Err(format!("MAC {} already used on this port/VLAN", cfg.mac));
+                }
                 v.whole = Some((cfg.mac, r));
+            }
+            DemuxKey::Rule(_) if v.whole.is_some_and(|(m, _)| m == cfg.mac) => {
+                return Err(format!("MAC {} already owns VLAN {vid}", cfg.mac));
             }
             DemuxKey::Rule(rule) => match v.macs.entry(cfg.mac).or_insert(MacTarget::Rules(vec![]))
             {

@@ -1,8 +1,10 @@
 //! Flow keys: the addresses, protocol and ports of an IP packet, for demux rules and ECMP.
 //!
 //! Read straight from the bytes of a packet that has passed its L3 checks; an absent or
-//! unreadable L4 header gives ports 0 (a non-first fragment, an ESP packet), so every
-//! fragment of a datagram hashes alike when ports are unknown.
+//! unreadable L4 header gives ports 0 (an ESP packet, say). Every fragment gives ports 0,
+//! the first one included although it carries them: otherwise the first fragment would hash
+//! (and match rules) differently from the rest, and one datagram would be split over ECMP
+//! paths or VRs (Linux's flow dissector does the same).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -59,7 +61,7 @@ pub fn flow_key_v4(l3: &[u8]) -> Option<FlowKey> {
     let p = ipv4::Packet::new_unchecked(l3);
     p.check_header().ok()?;
     let protocol = p.protocol().0;
-    let (src_port, dst_port) = if p.frag_offset() == 0 {
+    let (src_port, dst_port) = if !p.is_fragment() {
         ports(&l3[p.header_len()..], protocol)
     } else {
         (0, 0)
@@ -78,7 +80,8 @@ pub fn flow_key_v4(l3: &[u8]) -> Option<FlowKey> {
 pub fn flow_key_v6(l3: &[u8]) -> Option<FlowKey> {
     let p = ipv6::Packet::new_checked(l3).ok()?;
     let ul = p.upper_layer().ok()?;
-    let (src_port, dst_port) = if ul.has_header() {
+    // An atomic fragment (RFC 6946) is a whole datagram: it keeps its ports.
+    let (src_port, dst_port) = if ul.fragment.is_none_or(|f| f.is_atomic()) {
         ports(l3.get(ul.offset..)?, ul.protocol.0)
     } else {
         (0, 0)

@@ -65,6 +65,22 @@ fn bad_calls_name_the_problem_and_change_nothing() {
         .add_vif("a", vif("y", 0, mac(1), vec![]))
         .unwrap_err();
     assert!(matches!(e, DpError::Demux { .. }), "{e}");
+    // A VLAN-keyed VIF's MAC is taken on its VLAN, for MAC- and rule-keyed VIFs alike.
+    let mut sub = vif("sub", 1, mac(5), vec![]);
+    sub.vlan = Some(7);
+    sub.key = DemuxKey::Vlan;
+    rig.dp.add_vif("a", sub).unwrap();
+    let mut clash = vif("y", 1, mac(5), vec![]);
+    clash.vlan = Some(7);
+    assert!(matches!(
+        rig.dp.add_vif("a", clash.clone()).unwrap_err(),
+        DpError::Demux { .. }
+    ));
+    clash.key = DemuxKey::Rule(Default::default());
+    assert!(matches!(
+        rig.dp.add_vif("a", clash).unwrap_err(),
+        DpError::Demux { .. }
+    ));
     let mut novlan = vif("y", 0, mac(2), vec![]);
     novlan.key = DemuxKey::Vlan;
     assert!(
@@ -117,7 +133,7 @@ fn bad_calls_name_the_problem_and_change_nothing() {
 
     // Nothing of the above changed anything.
     assert_eq!(rig.dp.vrs().len(), 1);
-    assert_eq!(rig.dp.vifs("a").unwrap().len(), 1);
+    assert_eq!(rig.dp.vifs("a").unwrap().len(), 2);
 }
 
 #[test]

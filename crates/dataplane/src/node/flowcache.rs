@@ -79,7 +79,7 @@ impl<K: CacheKey> FlowCache<K> {
             return None;
         }
         let set = key.slot(self.mask) & !1;
-        let hit = |e: &Entry<K>| (e.generation == generation && e.key == key);
+        let hit = |e: &Entry<K>| e.generation == generation && e.key == key;
         let (a, b) = (&self.entries[set], &self.entries[set + 1]);
         if hit(a) {
             Some((a.vif, a.mac))

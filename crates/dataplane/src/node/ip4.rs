@@ -233,8 +233,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
                 );
                 cx.drop(p, Drop::MtuExceeded);
             } else {
-                // Fragmentation is not built yet; counted as such.
-                cx.drop(p, Drop::FragNoBuffer);
+                crate::node::frag::fragment(cx, p, out, EthernetAddress(mac));
             }
             continue;
         }
@@ -246,6 +245,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
         let sum = checksum::update_u16(u16::from_be_bytes([f[l3 + 10], f[l3 + 11]]), old, new);
         f[l3 + 8] = ttl - 1;
         f[l3 + 10..l3 + 12].copy_from_slice(&sum.to_be_bytes());
+
         l2::rewrite(
             pool,
             &mut p,

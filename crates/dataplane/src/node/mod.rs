@@ -6,6 +6,7 @@
 //! the only exits, so every packet that enters is accounted for.
 
 pub(crate) mod flowcache;
+pub(crate) mod frag;
 pub(crate) mod icmp;
 pub(crate) mod input;
 pub(crate) mod ip4;
@@ -38,7 +39,7 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// End of the road: free the packet and count why.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn drop(&mut self, p: Pkt, why: Drop) {
         self.c.drops[why as usize].add(1);
         self.pool.free(p);
@@ -57,13 +58,13 @@ impl<'a> Ctx<'a> {
     }
 
     /// The VIF with id `id`, if the VR still has it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn vif(&self, id: u16) -> Option<&'a Arc<Vif>> {
         self.vifs.get(usize::from(id)).and_then(Option::as_ref)
     }
 
     /// Stage a finished frame to leave by `vif`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn send(&mut self, mut p: Pkt, vif: &Vif) {
         let m = self.pool.meta_mut(&mut p);
         m.port = vif.config.port;

@@ -1,0 +1,225 @@
+//! ECMP: a flow (5-tuple) always takes the same member of a next-hop set, and flows spread
+//! evenly enough over the members (hash of the flow, modulo the set size).
+
+mod common;
+mod util;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use common::*;
+use util::*;
+use vrhost_dataplane::{IfAddr, Vr, VrConfig};
+use vrhost_fib::{NextHop, NextHopSet};
+use vrhost_wire::ip::Protocol;
+use vrhost_wire::{EthernetAddress, ipv4, ipv6, udp};
+
+const FLOWS: u16 = 4000;
+const BATCH: u16 = 500;
+
+/// (port, neighbour MAC) of each member.
+const MEMBERS: [(usize, u8); 4] = [(1, 0x12), (1, 0x13), (2, 0x22), (2, 0x23)];
+
+/// Send every flow once (UDP source port = 10000 + flow) and return, per flow, the port and
+/// neighbour MAC it left by.
+fn round(rig: &mut Rig) -> HashMap<u16, (usize, EthernetAddress)> {
+    let mut seen = HashMap::new();
+    for start in (0..FLOWS).step_by(usize::from(BATCH)) {
+        for f in start..start + BATCH {
+            // Vary the source address a little too, as real traffic does.
+            let src = Ipv4Addr::new(10, 0, 0, 2 + (f % 3) as u8);
+            let l3 = udp4(src, FAR, 64, 10_000 + f, 443, b"ecmp");
+            rig.send(0, &eth(mac(1), HOST_MAC, None, 0x0800, &l3));
+        }
+        rig.run();
+        for port in [1, 2] {
+            for frame in rig.recv(port) {
+                let f = l2(&frame);
+                let ip = ipv4::Packet::new_checked(&f.l3[..]).unwrap();
+                let sport = udp::Packet::new_checked(ip.payload()).unwrap().src_port();
+                let flow = sport - 10_000;
+                assert!(
+                    seen.insert(flow, (port, f.dst)).is_none(),
+                    "flow {flow} twice"
+                );
+            }
+        }
+        assert!(rig.recv(0).is_empty());
+    }
+    seen
+}
+
+/// VR "blue": VIF a (port 0), b (port 1), c (port 2); 198.51.100.0/24 and 2001:db8:ff::/48
+/// both over the four [`MEMBERS`] (two neighbours behind b, two behind c).
+fn ecmp_rig() -> (Rig, Arc<Vr>) {
+    let mut rig = Rig::new(3);
+    let vr = rig.dp.add_vr(VrConfig::new("blue")).unwrap();
+    for (name, port) in [("a", 0u8), ("b", 1), ("c", 2)] {
+        let addrs = vec![
+            IfAddr::V4(Ipv4Addr::new(10, 0, port, 1), 24),
+            IfAddr::V6(
+                Ipv6Addr::new(0x2001, 0xdb8, u16::from(port), 0, 0, 0, 0, 1),
+                64,
+            ),
+        ];
+        let id = rig
+            .dp
+            .add_vif("blue", vif(name, u16::from(port), mac(1 + port), addrs))
+            .unwrap();
+        assert_eq!(id, u16::from(port));
+    }
+    let mut hops4 = Vec::new();
+    let mut hops6 = Vec::new();
+    for &(port, m) in &MEMBERS {
+        let a4 = IpAddr::V4(Ipv4Addr::new(10, 0, port as u8, m & 0x0f));
+        let a6 = IpAddr::V6(Ipv6Addr::new(
+            0x2001,
+            0xdb8,
+            port as u16,
+            0,
+            0,
+            0,
+            0,
+            u16::from(m & 0x0f),
+        ));
+        for (addr, hops) in [(a4, &mut hops4), (a6, &mut hops6)] {
+            vr.neigh.set(port as u16, addr, mac(m));
+            hops.push(NextHop::Via {
+                addr,
+                ifindex: port as u32,
+            });
+        }
+    }
+    vr.fib4
+        .insert(
+            "198.51.100.0/24".parse().unwrap(),
+            NextHopSet::ecmp(hops4).unwrap(),
+        )
+        .unwrap();
+    vr.fib6
+        .insert(
+            "2001:db8:ff::/48".parse().unwrap(),
+            NextHopSet::ecmp(hops6).unwrap(),
+        )
+        .unwrap();
+    rig.worker.poll();
+    (rig, vr)
+}
+
+#[test]
+fn flows_stick_to_one_member_and_spread_evenly() {
+    let (mut rig, vr) = ecmp_rig();
+
+    let first = round(&mut rig);
+    let second = round(&mut rig);
+    assert_eq!(first.len(), usize::from(FLOWS));
+    assert_eq!(first, second, "a flow changed path");
+
+    let mut per_member: HashMap<(usize, EthernetAddress), usize> = HashMap::new();
+    for &(port, m) in first.values() {
+        assert!(
+            MEMBERS.contains(&(port, m.0[5])),
+            "left by port {port} to {m}: not a member's"
+        );
+        *per_member.entry((port, m)).or_default() += 1;
+    }
+    assert_eq!(per_member.len(), MEMBERS.len());
+    let n = usize::from(FLOWS);
+    for (member, count) in &per_member {
+        assert!(
+            count * 100 >= n * 15 && count * 100 <= n * 35,
+            "{member:?} got {count} of {n} flows"
+        );
+    }
+    let s = vr.stats();
+    assert_eq!(s.tx_packets, 2 * u64::from(FLOWS));
+    assert_drops(&s, &[]);
+    assert_clean(&mut rig);
+}
+
+/// The member a frame left by: (port, neighbour MAC), checked to be one of [`MEMBERS`].
+#[track_caller]
+fn member(port: usize, frame: &[u8]) -> (usize, EthernetAddress) {
+    let dst = l2(frame).dst;
+    assert!(MEMBERS.contains(&(port, dst.0[5])), "port {port} to {dst}");
+    (port, dst)
+}
+
+/// Send `frames` (the fragments of one datagram) and return the member each left by.
+fn send_all(rig: &mut Rig, frames: &[Vec<u8>]) -> Vec<(usize, EthernetAddress)> {
+    for f in frames {
+        rig.send(0, f);
+    }
+    rig.run();
+    let mut out = Vec::new();
+    for port in [1, 2] {
+        for frame in rig.recv(port) {
+            out.push(member(port, &frame));
+        }
+    }
+    assert_eq!(out.len(), frames.len());
+    out
+}
+
+/// An IPv6 fragment: fixed header, Fragment header (offset in 8-byte units), then `data`.
+fn frag6(src: Ipv6Addr, dst: Ipv6Addr, offset: u16, more: bool, data: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; 48 + data.len()];
+    ipv6::Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: Protocol::IPV6_FRAG,
+        payload_len: 8 + data.len(),
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+    }
+    .emit(&mut ipv6::Packet::new_unchecked(&mut b[..40]));
+    ipv6::FragmentRepr {
+        next_header: Protocol::UDP,
+        frag_offset: offset,
+        more_fragments: more,
+        ident: 0x0bad_cafe,
+    }
+    .emit(&mut ipv6::FragmentHeader::new_unchecked(&mut b[40..48]));
+    b[48..].copy_from_slice(data);
+    b
+}
+
+#[test]
+fn all_fragments_of_a_datagram_take_the_same_member() {
+    let (mut rig, vr) = ecmp_rig();
+    let mut used = HashMap::new();
+    for i in 0..200u16 {
+        let sport = 20_000 + i;
+        // Different sources so that datagrams spread (fragments hash on addresses only).
+        let src = Ipv4Addr::new(10, 9, (i >> 8) as u8, i as u8);
+        // IPv4: the first fragment carries the UDP header, the last one only data.
+        let mut first = udp4(src, FAR, 64, sport, 443, &[1; 32]);
+        set_frag(&mut first, 0, true);
+        let mut last = udp4(src, FAR, 64, 7, 9, &[2; 32]);
+        set_frag(&mut last, 40, false);
+        let frames = [first, last].map(|l3| eth(mac(1), HOST_MAC, None, 0x0800, &l3));
+        let m = send_all(&mut rig, &frames);
+        assert_eq!(m[0], m[1], "IPv4 datagram {i} split over members");
+        *used.entry(m[0]).or_insert(0) += 1;
+
+        // IPv6: the same with a Fragment header.
+        let src6 = Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, i + 1);
+        let dst6: Ipv6Addr = "2001:db8:ff::9".parse().unwrap();
+        let mut udp_hdr = [0u8; 40];
+        udp_hdr[..2].copy_from_slice(&sport.to_be_bytes());
+        udp_hdr[2..4].copy_from_slice(&443u16.to_be_bytes());
+        let frames = [
+            frag6(src6, dst6, 0, true, &udp_hdr),
+            frag6(src6, dst6, 5, false, &[3; 24]),
+        ]
+        .map(|l3| eth(mac(1), HOST_MAC, None, 0x86dd, &l3));
+        let m = send_all(&mut rig, &frames);
+        assert_eq!(m[0], m[1], "IPv6 datagram {i} split over members");
+    }
+    // Datagrams still spread over the set.
+    assert_eq!(used.len(), MEMBERS.len());
+    assert_drops(&vr.stats(), &[]);
+    assert_clean(&mut rig);
+}
