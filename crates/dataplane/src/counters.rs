@@ -156,6 +156,8 @@ pub struct VrCounters {
     pub flow_misses: Counter,
     /// Packets punted because the neighbour was not resolved.
     pub neigh_miss: Counter,
+    /// IPv4 fragments made (and sent) from datagrams over the egress MTU.
+    pub fragments: Counter,
     /// Drops by reason.
     pub drops: [Counter; N_DROPS],
 }
@@ -173,6 +175,7 @@ impl Default for VrCounters {
             flow_hits: Counter::default(),
             flow_misses: Counter::default(),
             neigh_miss: Counter::default(),
+            fragments: Counter::default(),
             drops: core::array::from_fn(|_| Counter::default()),
         }
     }
@@ -244,6 +247,8 @@ pub struct VrStats {
     pub flow_misses: u64,
     /// See [`VrCounters::neigh_miss`].
     pub neigh_miss: u64,
+    /// See [`VrCounters::fragments`].
+    pub fragments: u64,
     /// Drops by reason, indexed like [`Drop::ALL`].
     pub drops: [u64; N_DROPS],
 }
@@ -261,6 +266,7 @@ impl Default for VrStats {
             flow_hits: 0,
             flow_misses: 0,
             neigh_miss: 0,
+            fragments: 0,
             drops: [0; N_DROPS],
         }
     }
@@ -299,6 +305,7 @@ impl VrStats {
             s.flow_hits += c.flow_hits.get();
             s.flow_misses += c.flow_misses.get();
             s.neigh_miss += c.neigh_miss.get();
+            s.fragments += c.fragments.get();
             for (a, b) in s.drops.iter_mut().zip(&c.drops) {
                 *a += b.get();
             }

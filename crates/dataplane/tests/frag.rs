@@ -105,7 +105,7 @@ fn datagram_over_the_mtu_is_fragmented_and_reassembles() {
     // The first fragment starts with the UDP header as sent.
     assert_eq!(frags[0].payload[..8], l3[20..28]);
     let s = vr.stats();
-    assert_eq!((s.rx_packets, s.tx_packets), (1, 3));
+    assert_eq!((s.rx_packets, s.tx_packets, s.fragments), (1, 3, 3));
     assert_drops(&s, &[]);
     assert!(rig.recv(0).is_empty());
     assert_clean(&mut rig);

@@ -193,6 +193,7 @@ pub(crate) fn fragment(cx: &mut Ctx<'_>, p: Pkt, out: &Vif, mac: EthernetAddress
             qm.class = m.class;
         }
         l2::rewrite(pool, &mut q, mac, out.config.mac, out.config.vlan, 0x0800);
+        cx.c.fragments.add(1);
         cx.send(q, out);
     }
     pool.free(p);
