@@ -12,6 +12,7 @@
 //! * [`Table`] — the table; see [`poptrie`](crate::poptrie) for the structure and why.
 //! * [`tablegen`] — seeded generators of realistic full Internet tables, for benches and tests.
 
+mod arena;
 mod error;
 mod family;
 mod nexthop;
