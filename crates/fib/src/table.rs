@@ -124,6 +124,17 @@ impl<F: Family> Default for Table<F> {
     }
 }
 
+/// Does the CPU have hardware popcount and BMI? The lookups are compiled twice, for the
+/// baseline x86-64 the workspace targets (where `count_ones` is a dozen instructions) and with
+/// those features, and pick at run time (a cached flag).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn fast_bits() -> bool {
+    std::is_x86_feature_detected!("popcnt")
+        && std::is_x86_feature_detected!("bmi1")
+        && std::is_x86_feature_detected!("bmi2")
+}
+
 /// Narrowest leaf width (log2 bytes) that holds `max_id`.
 fn leaf_width(max_id: u32) -> u32 {
     match max_id {
@@ -216,10 +227,27 @@ impl<F: Family> Table<F> {
     #[inline]
     pub fn lookup(&self, addr: F::Addr, guard: &Guard) -> Option<NhId> {
         let s = self.snap(guard);
+        #[cfg(target_arch = "x86_64")]
+        if fast_bits() {
+            // SAFETY: the CPU has the features `lookup_x86` is compiled for (checked just now).
+            return unsafe { self.lookup_x86(s, addr) };
+        }
+        self.lookup_in(s, addr)
+    }
+
+    /// [`Table::lookup_in`] compiled with hardware popcount and BMI.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt,bmi1,bmi2")]
+    fn lookup_x86(&self, s: &Snapshot, addr: F::Addr) -> Option<NhId> {
+        self.lookup_in(s, addr)
+    }
+
+    #[inline(always)]
+    fn lookup_in(&self, s: &Snapshot, addr: F::Addr) -> Option<NhId> {
         let key = F::key(addr);
         let e = self.top(s, key);
         let d = u32::from(self.top_bits);
-        // SAFETY: `e` was just loaded from the top level of `s`, under `guard`.
+        // SAFETY: `e` was just loaded from the top level of `s`, under the caller's guard.
         NhId::from_leaf(unsafe {
             if Self::COMPRESS {
                 poptrie::walk::<_, true>(s, e, d, key)
@@ -243,6 +271,24 @@ impl<F: Family> Table<F> {
             "lookup_batch: addrs and out differ in length"
         );
         let s = self.snap(guard);
+        #[cfg(target_arch = "x86_64")]
+        if fast_bits() {
+            // SAFETY: the CPU has the features `batch_x86` is compiled for (checked just now).
+            unsafe { self.batch_x86(s, addrs, out) };
+            return;
+        }
+        self.batch_in(s, addrs, out);
+    }
+
+    /// [`Table::batch_in`] compiled with hardware popcount and BMI.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt,bmi1,bmi2")]
+    fn batch_x86(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
+        self.batch_in(s, addrs, out)
+    }
+
+    #[inline(always)]
+    fn batch_in(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
         for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             if Self::COMPRESS {
                 self.batch_chunk::<true>(s, a, o);
