@@ -18,7 +18,7 @@
 //! A node's blob, in 64-bit words (offsets are in words, references 4 bytes):
 //!
 //! ```text
-//! [skip: frag, miss|k<<32]   only for a path-compressed node (reference bit 2)
+//! [skip: frag, miss|6k<<32]  only for a path-compressed node (reference bit 2)
 //! leafvec
 //! vector                     only for a node with children (reference bit 1)
 //! child references: u32 × popcnt(vector)
@@ -44,6 +44,8 @@
 //! subtree, never a mix. Replaced blobs are retired to the arena, which reuses them only after
 //! an epoch grace period.
 
+use core::hint::select_unpredictable;
+
 use crate::arena::{Arena, MAX_BLOB, Snapshot};
 use crate::family::Key;
 
@@ -56,8 +58,9 @@ const LEAF: u32 = 1;
 const INNER: u32 = 2;
 /// Reference bit: the node starts with a path-compression header.
 const SKIP: u32 = 4;
-/// Most strides one skip header folds (6·k bits must fit the 64-bit `frag`).
-const KMAX: u32 = 10;
+/// Most strides one skip header folds: the `6·k` bits of `frag` and the 6 bits of the stride
+/// after them must fit the 64-bit key window a lookup step reads (see [`step_win`]).
+const KMAX: u32 = 9;
 
 /// The top-level entry for a leaf value.
 #[inline(always)]
@@ -135,7 +138,7 @@ pub(crate) fn decode(s: &Snapshot, r: Ref) -> Decoded {
     let skip = (r & SKIP != 0).then(|| {
         let (frag, h) = (w(o), w(o + 1));
         o += 2;
-        ((h >> 32) as u32, frag, h as u32)
+        ((h >> 32) as u32 / 6, frag, h as u32)
     });
     let inner = r & INNER != 0;
     let leafvec = w(o);
@@ -202,7 +205,7 @@ fn write(
     let mut n = 0;
     if let Some((k, frag, miss)) = skip {
         buf[0] = frag;
-        buf[1] = u64::from(miss) | u64::from(k) << 32;
+        buf[1] = u64::from(miss) | u64::from(6 * k) << 32;
         n = 2;
     }
     let body = n;
@@ -404,70 +407,77 @@ pub(crate) fn node_addr(s: &Snapshot, r: Ref) -> *const u64 {
     s.words.as_ptr().wrapping_add(off(r)) as *const u64
 }
 
-/// The key bits `[depth, depth + 6k)` as an integer (k ≤ [`KMAX`]; 0 gives 0).
-#[inline(always)]
-fn frag_of<K: Key>(key: K, depth: u32, k: u32) -> u64 {
-    let hi = ((key.to_u128_bits() << (depth & 127)) >> 64) as u64;
-    (hi >> 1) >> (63 - 6 * k)
-}
-
-/// One branch-free step of a lookup at node `r` (never a leaf reference), `depth` the bits
-/// consumed before it: `(is_child, value, depth after)`, where `value` is the child reference
-/// if `is_child == 1`, else the leaf (next-hop id).
+/// The leaf or child in slot `v` of the node body at word `o` (reference `r`):
+/// `(is_child, value)`.
 ///
 /// # Safety
-/// `r` must be a node of `s` reached from its top level under an epoch guard held since `s`
-/// was loaded (so the blob is complete and in bounds).
+/// `o` must be the body of node `r`, published in `s` and reached under an epoch guard held
+/// since `s` was loaded (so the blob is complete and in bounds).
 #[inline(always)]
-pub(crate) unsafe fn step<K: Key, const COMPRESSED: bool>(
-    s: &Snapshot,
-    r: Ref,
-    key: K,
-    depth: u32,
-) -> (u32, u32, u32) {
-    let mut o = off(r);
-    let (mut depth, mut hit, mut miss) = (depth, 1u32, 0u32);
-    if COMPRESSED {
-        let skip = (r >> 2) & 1;
-        // SAFETY: every blob has at least two words.
-        let (frag, h) = unsafe { (s.word(o), s.word(o + 1)) };
-        let k = ((h >> 32) as u32) & 0u32.wrapping_sub(skip);
-        hit = u32::from(skip == 0 || frag_of(key, depth, k) == frag);
-        miss = h as u32;
-        o += 2 * skip as usize;
-        depth += 6 * k;
-    }
+unsafe fn body_step(s: &Snapshot, r: Ref, o: usize, v: usize) -> (u32, u32) {
     let inner = u64::from((r >> 1) & 1);
     // SAFETY: every node body has at least two words (a leaf-only one has two leaves or more).
     let (leafvec, w1) = unsafe { (s.word(o), s.word(o + 1)) };
     let vector = w1 & 0u64.wrapping_sub(inner);
-    let v = key.bits6(depth.min(255) as u8);
     let m = upto(v);
     let is_child = (vector >> v) as u32 & 1;
     let ci = (vector & m).count_ones().wrapping_sub(1);
     let li = (leafvec & m).count_ones().wrapping_sub(1);
     let leaf0 = 8 + inner as u32 * (8 + 4 * vector.count_ones());
-    let byte = if is_child != 0 {
-        16 + 4 * ci
-    } else {
-        leaf0 + (li << s.lw)
-    };
+    // Selects, not branches: whether a slot is a child is as good as random per address, and
+    // a mispredicted branch would throw away the loads of the other addresses in flight.
+    let child = is_child != 0;
+    let byte = select_unpredictable(child, 16 + 4 * ci, leaf0 + (li << s.lw));
     // SAFETY: a set vector bit has a child reference at `ci`; a leaf slot has a run start at
     // or before it, so `li` indexes the leaves; either way `byte` is inside the blob.
     let w = unsafe { s.word(o + (byte / 8) as usize) };
-    let mask = if is_child != 0 {
-        u32::MAX
-    } else {
-        leaf_mask(s.lw)
-    };
-    let val = (w >> ((byte % 8) * 8)) as u32 & mask;
-    if COMPRESSED {
-        let is_child = is_child & hit;
-        let val = if hit != 0 { val } else { miss };
-        (is_child, val, depth + 6)
-    } else {
-        (is_child, val, depth + 6)
-    }
+    let mask = select_unpredictable(child, u32::MAX, leaf_mask(s.lw));
+    (is_child, (w >> ((byte % 8) * 8)) as u32 & mask)
+}
+
+/// One branch-free step of a lookup at node `r` (never a leaf reference) without path
+/// compression, `depth` the bits consumed before it: `(is_child, value)`, where `value` is the
+/// child reference if `is_child == 1`, else the leaf (next-hop id).
+///
+/// # Safety
+/// `r` must be a node of `s` reached from its top level under an epoch guard held since `s`
+/// was loaded.
+#[inline(always)]
+pub(crate) unsafe fn step<K: Key>(s: &Snapshot, r: Ref, key: K, depth: u32) -> (u32, u32) {
+    // SAFETY: forwarded.
+    unsafe { body_step(s, r, off(r), key.bits6(depth.min(255) as u8)) }
+}
+
+/// One branch-free step with path compression. `win` holds the next 64 key bits (most
+/// significant first, zeros past the end of the key): `(is_child, value, bits consumed)`.
+///
+/// # Safety
+/// As for [`step`].
+#[inline(always)]
+pub(crate) unsafe fn step_win(s: &Snapshot, r: Ref, win: u64) -> (u32, u32, u32) {
+    let mut o = off(r);
+    let skip = (r >> 2) & 1;
+    // SAFETY: every blob has at least two words.
+    let (frag, h) = unsafe { (s.word(o), s.word(o + 1)) };
+    let sh = ((h >> 32) as u32) & 0u32.wrapping_sub(skip);
+    // The `sh` key bits the skip header folds (0 when there is none), then the node's stride.
+    let got = (win >> 1) >> (63 - sh);
+    let hit = (skip == 0) | (got == frag);
+    o += 2 * skip as usize;
+    let v = ((win << sh) >> 58) as usize;
+    // SAFETY: `o` is the body of `r` (after its header, if any); forwarded.
+    let (is_child, val) = unsafe { body_step(s, r, o, v) };
+    (
+        is_child & u32::from(hit),
+        select_unpredictable(hit, val, h as u32),
+        sh + 6,
+    )
+}
+
+/// The 64 key bits after the first `depth`, most significant first.
+#[inline(always)]
+pub(crate) fn window<K: Key>(key: K, depth: u32) -> u64 {
+    (key.to_u128_bits().checked_shl(depth).unwrap_or(0) >> 64) as u64
 }
 
 /// Walk from top-level entry `r` (after `depth` bits) to the leaf for `key`.
@@ -486,11 +496,18 @@ pub(crate) unsafe fn walk<K: Key, const COMPRESSED: bool>(
     }
     loop {
         // SAFETY: forwarded; child references of a published node are published nodes.
-        let (is_child, val, d) = unsafe { step::<K, COMPRESSED>(s, r, key, depth) };
+        let (is_child, val, used) = unsafe {
+            if COMPRESSED {
+                step_win(s, r, window(key, depth))
+            } else {
+                let (c, v) = step(s, r, key, depth);
+                (c, v, 6)
+            }
+        };
         if is_child == 0 {
             return val;
         }
         r = val;
-        depth = d;
+        depth += used;
     }
 }

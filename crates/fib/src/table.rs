@@ -291,25 +291,21 @@ impl<F: Family> Table<F> {
     fn batch_in(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
         for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             if Self::COMPRESS {
-                self.batch_chunk::<true>(s, a, o);
+                self.batch_chunk_compressed(s, a, o);
             } else {
-                self.batch_chunk::<false>(s, a, o);
+                self.batch_chunk(s, a, o);
             }
         }
     }
 
+    /// One vector without path compression (IPv4): every address still walking is at the same
+    /// depth.
     #[inline(always)]
-    fn batch_chunk<const C: bool>(
-        &self,
-        s: &Snapshot,
-        addrs: &[F::Addr],
-        out: &mut [Option<NhId>],
-    ) {
+    fn batch_chunk(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
         let n = addrs.len();
         let mut keys = [F::key(addrs[0]); BATCH];
         let mut refs = [0 as Ref; BATCH];
         let mut idx = [0u8; BATCH];
-        let mut depth = [0u8; BATCH];
         let mut active = 0usize;
         for i in 0..n {
             keys[i] = F::key(addrs[i]);
@@ -322,9 +318,6 @@ impl<F: Family> Table<F> {
             active += usize::from(!poptrie::is_leaf(e));
         }
         let mut d = u32::from(self.top_bits);
-        if C {
-            depth[..active].fill(self.top_bits);
-        }
         while active > 0 {
             // Two passes per level, neither with a data-dependent branch, so that the loads of
             // all addresses in the vector are in flight together: start loading the nodes;
@@ -335,23 +328,69 @@ impl<F: Family> Table<F> {
             let mut next = 0;
             for a in 0..active {
                 let i = idx[a] as usize;
-                let dep = if C { u32::from(depth[a]) } else { d };
                 // SAFETY: `refs[a]` is a node reached from the top level of `s` under the
                 // caller's guard.
-                let (is_child, val, nd) =
-                    unsafe { poptrie::step::<_, C>(s, refs[a], keys[i], dep) };
+                let (is_child, val) = unsafe { poptrie::step(s, refs[a], keys[i], d) };
                 // A child reference written here is overwritten when the address finishes.
                 out[i] = NhId::from_leaf(val);
-                // `next <= a`, so this never overwrites an entry not yet read.
+                // `next <= a`: this never overwrites an entry not yet read.
                 refs[next] = val;
                 idx[next] = i as u8;
-                if C {
-                    depth[next] = nd as u8;
-                }
                 next += is_child as usize;
             }
             active = next;
             d += 6;
+        }
+    }
+
+    /// One vector with path compression (IPv6): addresses advance by different amounts, so
+    /// each keeps the rest of its key as two words, shifted so that the next bits to consume
+    /// are the most significant.
+    #[inline(always)]
+    fn batch_chunk_compressed(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
+        let n = addrs.len();
+        let mut res = [0u32; BATCH];
+        let mut refs = [0 as Ref; BATCH];
+        let mut hi = [0u64; BATCH];
+        let mut lo = [0u64; BATCH];
+        let mut idx = [0u8; BATCH];
+        let mut active = 0usize;
+        let tb = u32::from(self.top_bits);
+        for (i, &a) in addrs.iter().enumerate() {
+            let k = F::key(a);
+            let e = self.top(s, k);
+            res[i] = e >> 1;
+            let rest = k.to_u128_bits() << tb;
+            refs[active] = e;
+            hi[active] = (rest >> 64) as u64;
+            lo[active] = rest as u64;
+            idx[active] = i as u8;
+            active += usize::from(!poptrie::is_leaf(e));
+        }
+        while active > 0 {
+            // As in `batch_chunk`: prefetch pass, then a branch-free step pass.
+            for &r in &refs[..active] {
+                poptrie::prefetch(poptrie::node_addr(s, r));
+            }
+            let mut next = 0;
+            for a in 0..active {
+                let i = idx[a];
+                let (h, l) = (hi[a], lo[a]);
+                // SAFETY: `refs[a]` is a node reached from the top level of `s` under the
+                // caller's guard.
+                let (is_child, val, used) = unsafe { poptrie::step_win(s, refs[a], h) };
+                res[usize::from(i)] = val;
+                // `next <= a`: this never overwrites an entry not yet read. `used` is 6..=60.
+                refs[next] = val;
+                hi[next] = (h << used) | (l >> (64 - used));
+                lo[next] = l << used;
+                idx[next] = i;
+                next += is_child as usize;
+            }
+            active = next;
+        }
+        for (o, &r) in out.iter_mut().zip(&res[..n]) {
+            *o = NhId::from_leaf(r);
         }
     }
 
