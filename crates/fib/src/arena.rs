@@ -113,7 +113,11 @@ fn advise_huge(_p: *mut u8, _len: usize) {}
 fn copy<A: Atom>(from: &[A], len: usize) -> Buf<A> {
     let to = Buf::<A>::zeroed(len);
     for (d, s) in to.iter().zip(from) {
-        d.set(s.get());
+        // Zero stays unwritten: untouched pages of a sparse top level cost nothing.
+        let v = s.get();
+        if v != 0 {
+            d.set(v);
+        }
     }
     to
 }
@@ -142,7 +146,7 @@ impl Atom for AtomicU64 {
 
 /// One generation of the lookup structure, as readers see it.
 pub(crate) struct Snapshot {
-    /// Top-level entries: a leaf `(id << 1) | 1` or a node reference (even).
+    /// Top-level entries: a leaf `id << 1` or a node reference (odd).
     pub(crate) top: Buf<AtomicU32>,
     /// The blobs.
     pub(crate) words: Buf<AtomicU64>,
@@ -163,8 +167,10 @@ impl core::fmt::Debug for Snapshot {
 impl Snapshot {
     pub(crate) fn new(top_bits: u8, words: usize, lw: u32, empty: u32) -> Self {
         let top = Buf::<AtomicU32>::zeroed(1 << top_bits);
-        for e in top.iter() {
-            e.store(empty, Ordering::Relaxed);
+        if empty != 0 {
+            for e in top.iter() {
+                e.store(empty, Ordering::Relaxed);
+            }
         }
         Snapshot {
             top,
@@ -279,10 +285,20 @@ impl Arena {
                 return o as usize;
             }
         }
-        if self.bump + n > self.cur().words.len() {
-            self.grow(n);
+        // A blob that fits a cache line never straddles two (a straddling node costs two
+        // misses); the skipped words become a free blob for a smaller node.
+        let pad = if n <= 8 && self.bump % 8 + n > 8 {
+            8 - self.bump % 8
+        } else {
+            0
+        };
+        if self.bump + pad + n > self.cur().words.len() {
+            self.grow(pad + n);
         }
-        self.bump += n;
+        if pad >= 2 {
+            self.free_now(self.bump, pad);
+        }
+        self.bump += pad + n;
         self.bump - n
     }
 

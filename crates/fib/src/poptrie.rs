@@ -7,8 +7,8 @@
 //! visit for the /24s that make up 60 % of it.
 //!
 //! Layout. A direct-pointing top level resolves the first `top_bits` bits (see
-//! [`crate::Family::TOP_BITS`]) into 32-bit entries: a leaf `(id << 1) | 1`, or a node
-//! reference. Below it each node consumes 6 bits (64 slots). Slot `v` is either a child node
+//! [`crate::Family::TOP_BITS`]) into 32-bit entries: a leaf `id << 1`, or a node reference
+//! (odd). Below it each node consumes 6 bits (64 slots). Slot `v` is either a child node
 //! (bit `v` of `vector` set) or a leaf. Leaves are run-length compressed: bit `v` of `leafvec`
 //! is set where a run of equal leaf values starts (child slots don't break runs), so the leaf
 //! for slot `v` is `leaves[popcnt(leafvec & mask(v)) - 1]`. Leaves are fully expanded: a leaf
@@ -49,11 +49,12 @@ use core::hint::select_unpredictable;
 use crate::arena::{Arena, MAX_BLOB, Snapshot};
 use crate::family::Key;
 
-/// A 32-bit reference: a leaf `(id << 1) | 1` (top level only) or a node.
+/// A 32-bit reference: a leaf `id << 1` (top level only) or a node (odd).
 pub(crate) type Ref = u32;
 
-/// Reference bit: a leaf value, not a node.
-const LEAF: u32 = 1;
+/// Reference bit: a node, not a leaf value. Leaves are `id << 1`, so an all-zero top level
+/// means "no route" and its untouched pages cost no memory.
+const NODE: u32 = 1;
 /// Reference bit: the node has children (a `vector` word).
 const INNER: u32 = 2;
 /// Reference bit: the node starts with a path-compression header.
@@ -65,12 +66,12 @@ const KMAX: u32 = 9;
 /// The top-level entry for a leaf value.
 #[inline(always)]
 pub(crate) const fn leaf_ref(id: u32) -> Ref {
-    (id << 1) | LEAF
+    id << 1
 }
 
 #[inline(always)]
 pub(crate) const fn is_leaf(r: Ref) -> bool {
-    r & LEAF != 0
+    r & NODE == 0
 }
 
 #[inline(always)]
@@ -228,7 +229,7 @@ fn write(
     }
     let words = body + b.div_ceil(8);
     let o = a.alloc(&buf[..words]);
-    (o as u32) << 3 | if inner { INNER } else { 0 } | if skip.is_some() { SKIP } else { 0 }
+    (o as u32) << 3 | NODE | if inner { INNER } else { 0 } | if skip.is_some() { SKIP } else { 0 }
 }
 
 /// Make a node from its 64 slots, or collapse to a leaf if there is no child and one value.

@@ -313,18 +313,26 @@ impl<F: Family> Table<F> {
         for i in 0..n {
             let e = self.top(s, keys[i]);
             out[i] = NhId::from_leaf(e >> 1);
+            // Start loading the node as soon as its reference is known (a leaf entry makes a
+            // harmless prefetch of some address).
+            poptrie::prefetch(poptrie::node_addr(s, e));
             refs[active] = e;
             idx[active] = i as u8;
             active += usize::from(!poptrie::is_leaf(e));
         }
         let mut d = u32::from(self.top_bits);
+        let mut first = true;
         while active > 0 {
             // Two passes per level, neither with a data-dependent branch, so that the loads of
-            // all addresses in the vector are in flight together: start loading the nodes;
-            // step through them (children go on to the next level, leaves are written out).
-            for &r in &refs[..active] {
-                poptrie::prefetch(poptrie::node_addr(s, r));
+            // all addresses in the vector are in flight together: start loading the nodes
+            // (the first level's were started in the top-level pass); step through them
+            // (children go on to the next level, leaves are written out).
+            if !first {
+                for &r in &refs[..active] {
+                    poptrie::prefetch(poptrie::node_addr(s, r));
+                }
             }
+            first = false;
             let mut next = 0;
             for a in 0..active {
                 let i = idx[a] as usize;
