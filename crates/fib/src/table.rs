@@ -367,6 +367,7 @@ impl<F: Family> Table<F> {
         for (i, &a) in addrs.iter().enumerate() {
             let k = F::key(a);
             let e = self.top(s, k);
+            poptrie::prefetch(poptrie::node_addr(s, e));
             res[i] = e >> 1;
             let rest = k.to_u128_bits() << tb;
             refs[active] = e;
@@ -376,10 +377,9 @@ impl<F: Family> Table<F> {
             active += usize::from(!poptrie::is_leaf(e));
         }
         while active > 0 {
-            // As in `batch_chunk`: prefetch pass, then a branch-free step pass.
-            for &r in &refs[..active] {
-                poptrie::prefetch(poptrie::node_addr(s, r));
-            }
+            // One branch-free pass per level. Each node was prefetched as soon as its reference
+            // was known (by the pass before), which measured better here than a separate
+            // prefetch pass: the load starts earlier and the pass is saved.
             let mut next = 0;
             for a in 0..active {
                 let i = idx[a];
@@ -388,6 +388,8 @@ impl<F: Family> Table<F> {
                 // caller's guard.
                 let (is_child, val, used) = unsafe { poptrie::step_win(s, refs[a], h) };
                 res[usize::from(i)] = val;
+                // For a leaf `val` is an id: a harmless prefetch near the arena's start.
+                poptrie::prefetch(poptrie::node_addr(s, val));
                 // `next <= a`: this never overwrites an entry not yet read. `used` is 6..=60.
                 refs[next] = val;
                 hi[next] = (h << used) | (l >> (64 - used));
