@@ -18,6 +18,8 @@ mod family;
 mod nexthop;
 mod poptrie;
 mod prefix;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 mod table;
 pub mod tablegen;
 
