@@ -18,7 +18,8 @@
 //!
 //! Lookups are written once and compiled twice, for baseline x86-64 and with popcnt/BMI,
 //! chosen at run time; the batch lookup has one variant per family shape (fixed depth per
-//! level for IPv4, per-address progress for IPv6's path-compressed nodes).
+//! level for IPv4, per-address progress for IPv6's path-compressed nodes), and IPv6 steps eight
+//! addresses at a time with AVX-512 where the CPU has it ([`simd`](crate::simd)).
 //!
 //! What was measured and rejected (`vrbench fib`, same machine): a separate prefetch pass per
 //! level for IPv6 (the child is now prefetched the moment its reference is computed: +3–10 %);
