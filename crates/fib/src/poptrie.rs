@@ -428,7 +428,12 @@ unsafe fn body_step(s: &Snapshot, r: Ref, o: usize, v: usize) -> (u32, u32) {
     // Selects, not branches: whether a slot is a child is as good as random per address, and
     // a mispredicted branch would throw away the loads of the other addresses in flight.
     let child = is_child != 0;
-    let byte = select_unpredictable(child, 16 + 4 * ci, leaf0 + (li << s.lw));
+    // Both offsets are computed; the one not selected may have wrapped (index "-1").
+    let byte = select_unpredictable(
+        child,
+        ci.wrapping_mul(4).wrapping_add(16),
+        (li << s.lw).wrapping_add(leaf0),
+    );
     // SAFETY: a set vector bit has a child reference at `ci`; a leaf slot has a run start at
     // or before it, so `li` indexes the leaves; either way `byte` is inside the blob.
     let w = unsafe { s.word(o + (byte / 8) as usize) };

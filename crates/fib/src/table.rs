@@ -108,6 +108,9 @@ struct Writer<F: Family> {
     lens: [u32; 129],
     /// Per top-level slot: the best route with length ≤ top_bits covering it (0 = none).
     inh: Vec<u32>,
+    /// Per top-level slot: how many routes longer than top_bits lie in it (0: the slot is a
+    /// plain leaf, no need to ask the route store).
+    deep: Vec<u32>,
     nh: NhAlloc,
     arena: Arena,
 }
@@ -194,7 +197,7 @@ impl<F: Family> Table<F> {
     pub fn with_config(config: Config) -> Self {
         let b = config.top_bits;
         assert!((8..=24).contains(&b), "top_bits {b} outside 8..=24");
-        let mut arena = Arena::new(b, 64, 0, poptrie::leaf_ref(0));
+        let mut arena = Arena::new(b, 4096, 0, poptrie::leaf_ref(0));
         let snap = Atomic::null();
         arena.finish(&snap, &crossbeam_epoch::pin());
         Table {
@@ -206,6 +209,7 @@ impl<F: Family> Table<F> {
                 rib: BTreeMap::new(),
                 lens: [0; 129],
                 inh: vec![0; 1 << b],
+                deep: vec![0; 1 << b],
                 nh: NhAlloc::new(),
                 arena,
             }),
@@ -527,7 +531,12 @@ impl<F: Family> Table<F> {
                 return Ok(old_set);
             }
             Some(_) => {}
-            None => w.lens[usize::from(prefix.len())] += 1,
+            None => {
+                w.lens[usize::from(prefix.len())] += 1;
+                if prefix.len() > self.top_bits {
+                    w.deep[prefix.key().top(self.top_bits)] += 1;
+                }
+            }
         }
         if id > poptrie::leaf_mask(w.arena.cur().lw) {
             // The first id too wide for this table's leaves: rebuild at the wider width.
@@ -566,6 +575,9 @@ impl<F: Family> Table<F> {
             });
         };
         w.lens[usize::from(prefix.len())] -= 1;
+        if prefix.len() > self.top_bits {
+            w.deep[prefix.key().top(self.top_bits)] -= 1;
+        }
         let set = self.nh.get(id, &guard).expect("live id").clone();
         self.apply(&mut w, *prefix);
         w.arena.finish(&self.snap, &guard);
@@ -625,6 +637,7 @@ impl<F: Family> Table<F> {
         let max_id = w.rib.values().copied().max().unwrap_or(0);
         // Inherited values: paint the short routes in order (covering before covered).
         let mut inh = vec![0u32; 1 << s];
+        let mut deep_count = vec![0u32; 1 << s];
         let mut deep: Vec<(F::Key, u8, u32)> = Vec::with_capacity(w.rib.len());
         for (p, &id) in &w.rib {
             if p.len() <= s {
@@ -632,6 +645,7 @@ impl<F: Family> Table<F> {
                 inh[first..first + (1 << (s - p.len()))].fill(id);
             } else {
                 deep.push((p.key(), p.len(), id));
+                deep_count[p.key().top(s)] += 1;
             }
         }
         let lw = leaf_width(max_id);
@@ -659,6 +673,7 @@ impl<F: Family> Table<F> {
         arena.finish(&self.snap, guard);
         w.arena = arena;
         w.inh = inh;
+        w.deep = deep_count;
     }
 
     /// Remove every route.
@@ -730,12 +745,15 @@ impl<F: Family> Table<F> {
             }
             w.inh[t] = value;
             // A leaf entry may still have routes below it (a subtree whose leaves were all
-            // equal collapses), so ask the route store, not the entry's shape.
-            let base = F::Key::from_top(t, s);
-            let routes = Self::routes_under(w, base, s);
-            if routes.is_empty() && poptrie::is_leaf(w.arena.cur().top[t].load(Ordering::Relaxed)) {
+            // equal collapses), so go by the route count, not the entry's shape.
+            if w.deep[t] == 0 {
+                debug_assert!(poptrie::is_leaf(
+                    w.arena.cur().top[t].load(Ordering::Relaxed)
+                ));
                 w.arena.cur().top[t].store(poptrie::leaf_ref(value), Ordering::Release);
             } else {
+                let base = F::Key::from_top(t, s);
+                let routes = Self::routes_under(w, base, s);
                 let built = poptrie::build(base, s, value, &routes, &mut w.arena, Self::COMPRESS);
                 Self::publish(w, t, built);
             }
