@@ -68,6 +68,7 @@ struct FamilyReport {
     prefixes: usize,
     build_s: f64,
     memory_bytes: usize,
+    allocated_bytes: usize,
     nodes: usize,
     insert_per_s: f64,
     delete_per_s: f64,
@@ -85,6 +86,7 @@ struct Report {
     baseline_mreads_per_s: f64,
     families: Vec<FamilyReport>,
     total_memory_bytes: usize,
+    total_allocated_bytes: usize,
 }
 
 pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
@@ -99,6 +101,7 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
         machine: machine(),
         baseline_mreads_per_s: baseline,
         total_memory_bytes: v4.memory_bytes + v6.memory_bytes,
+        total_allocated_bytes: v4.allocated_bytes + v6.allocated_bytes,
         families: vec![v4, v6],
     };
     if a.json {
@@ -120,11 +123,12 @@ fn print(r: &Report) {
     );
     for f in &r.families {
         println!(
-            "\n{} — {} prefixes: built in {:.2} s, {:.1} MiB, {} nodes",
+            "\n{} — {} prefixes: built in {:.2} s, {:.1} MiB ({:.1} MiB allocated), {} nodes",
             f.family,
             f.prefixes,
             f.build_s,
             f.memory_bytes as f64 / (1 << 20) as f64,
+            f.allocated_bytes as f64 / (1 << 20) as f64,
             f.nodes
         );
         println!(
@@ -150,8 +154,9 @@ fn print(r: &Report) {
         }
     }
     println!(
-        "\ntotal lookup-structure memory: {:.1} MiB",
-        r.total_memory_bytes as f64 / (1 << 20) as f64
+        "\ntotal lookup-structure memory: {:.1} MiB ({:.1} MiB allocated)",
+        r.total_memory_bytes as f64 / (1 << 20) as f64,
+        r.total_allocated_bytes as f64 / (1 << 20) as f64
     );
 }
 
@@ -213,6 +218,7 @@ fn family<F: Family>(
         .context("loading the generated table")?;
     let build_s = t0.elapsed().as_secs_f64();
     let mem = table.memory();
+    let allocated_bytes = table.memory_allocated();
     eprintln!(
         "{}: {} prefixes built in {build_s:.2} s",
         F::NAME,
@@ -299,6 +305,7 @@ fn family<F: Family>(
         prefixes: routes.len(),
         build_s,
         memory_bytes: mem.total(),
+        allocated_bytes,
         nodes: mem.node_count,
         insert_per_s,
         delete_per_s,

@@ -124,8 +124,10 @@ pub trait Family: Send + Sync + 'static + Debug {
     /// The integer key the trie walks.
     type Key: Key;
     /// Bits resolved by the direct-pointing top array. 18 for IPv4 (a /24 then needs one trie
-    /// level: 18 + 6 = 24, Poptrie's choice); 16 for IPv6 (512 KiB of top level; more would be
-    /// mostly empty, since all global unicast space sits in 2000::/3).
+    /// level: 18 + 6 = 24, Poptrie's choice; 1 MiB). 20 for IPv6 (4 MiB, mostly never touched
+    /// since all global unicast space sits in 2000::/3): measured against 16 with `vrbench fib`
+    /// on the 200 k table, it saves one node visit on most lookups (a /32 is then resolved at
+    /// 20 + 6 + 6 = 32) and takes routed batch lookups from 35 to 42 M/s.
     const TOP_BITS: u8;
     /// "IPv4" or "IPv6", for messages.
     const NAME: &'static str;
@@ -161,7 +163,7 @@ impl Family for V4 {
 impl Family for V6 {
     type Addr = Ipv6Addr;
     type Key = u128;
-    const TOP_BITS: u8 = 16;
+    const TOP_BITS: u8 = 20;
     const NAME: &'static str = "IPv6";
     #[inline(always)]
     fn key(a: Ipv6Addr) -> u128 {

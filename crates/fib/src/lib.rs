@@ -12,11 +12,14 @@
 //! * [`Table`] — the table; see [`poptrie`](crate::poptrie) for the structure and why.
 //! * [`tablegen`] — seeded generators of realistic full Internet tables, for benches and tests.
 
+mod arena;
 mod error;
 mod family;
 mod nexthop;
 mod poptrie;
 mod prefix;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 mod table;
 pub mod tablegen;
 

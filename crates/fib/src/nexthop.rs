@@ -1,7 +1,8 @@
 //! Next hops, ECMP sets, and the table that gives each distinct set a small id.
 //!
-//! Trie leaves hold a `u32` id rather than the next hop itself: leaves are 4 bytes (the trie
-//! stays cache-resident), a route replace that keeps the same next-hop set touches no leaf, and
+//! Trie leaves hold an id rather than the next hop itself: leaves are 1 to 4 bytes, as narrow
+//! as the table's highest id allows (the trie stays cache-resident; ids stay dense because freed
+//! ids are reused before new ones are handed out), a route replace that keeps the same next-hop set touches no leaf, and
 //! the data plane can keep per-id state (adjacency, counters) in flat arrays. Ids are interned:
 //! a full BGP table has ~10⁶ routes but only as many distinct sets as it has peers/paths.
 //!

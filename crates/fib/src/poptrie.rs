@@ -1,52 +1,100 @@
-//! The compiled lookup structure: a Poptrie (Asai & Ohara, SIGCOMM 2015) of immutable nodes.
+//! The compiled lookup structure: a Poptrie (Asai & Ohara, SIGCOMM 2015) of immutable nodes,
+//! each stored as one compact *blob* in an [`Arena`](crate::arena).
 //!
 //! Why this shape: a plain DIR-24-8 for IPv4 is 32 MiB of `u16`s and every random lookup misses
-//! cache (≈85 M lookups/s measured here). A multibit trie whose nodes are compressed with
-//! bitmaps + popcount stays a few MiB for a full BGP table, mostly in L2, and needs one or two
-//! node visits for the /24s that make up 60 % of it.
+//! the caches nearest the core. A multibit trie whose nodes are compressed with bitmaps +
+//! popcount is a few MiB for a full BGP table, most of it in the 4 MiB L2, and needs one node
+//! visit for the /24s that make up 60 % of it.
 //!
 //! Layout. A direct-pointing top level resolves the first `top_bits` bits (see
-//! [`crate::Family::TOP_BITS`]). Below it each [`Node`] consumes 6 bits (64 slots). Slot `v` is
-//! either a child node (bit `v` of `vector` set) or a leaf. Children are stored contiguously,
-//! so the child for slot `v` is `children[popcnt(vector & mask(v)) - 1]`. Leaves are run-length
-//! compressed: bit `v` of `leafvec` is set where a run of equal leaf values starts (child slots
-//! don't break runs), so the leaf for slot `v` is `leaves[popcnt(leafvec & mask(v)) - 1]`. Leaves
-//! are fully expanded: a leaf already holds the longest match for its slot, including routes
-//! inherited from above. That makes lookup a pure walk with no backtracking.
+//! [`crate::Family::TOP_BITS`]) into 32-bit entries: a leaf `id << 1`, or a node reference
+//! (odd). Below it each node consumes 6 bits (64 slots). Slot `v` is either a child node
+//! (bit `v` of `vector` set) or a leaf. Leaves are run-length compressed: bit `v` of `leafvec`
+//! is set where a run of equal leaf values starts (child slots don't break runs), so the leaf
+//! for slot `v` is `leaves[popcnt(leafvec & mask(v)) - 1]`. Leaves are fully expanded: a leaf
+//! already holds the longest match for its slot, including routes inherited from above, so a
+//! lookup is a pure walk with no backtracking.
 //!
-//! Concurrency. Nodes are never modified after they are published. An update builds the
+//! A node's blob, in 64-bit words (offsets are in words, references 4 bytes):
+//!
+//! ```text
+//! [skip: frag, miss|6k<<32]  only for a path-compressed node (reference bit 2)
+//! leafvec
+//! vector                     only for a node with children (reference bit 1)
+//! child references: u32 × popcnt(vector)
+//! leaves: (1 << lw) bytes × popcnt(leafvec)
+//! ```
+//!
+//! Why blobs rather than Poptrie's separate node and leaf arrays: a node's leaves and child
+//! references sit right after its bitmaps, mostly in the same cache line, so each level costs
+//! one cache miss instead of two (node, then leaf), and a leaf-only node (99 % of the nodes of a
+//! full IPv4 table: nothing longer than /24 below them) costs 8 bytes of header, not 24. Leaves
+//! are as narrow as the table's next-hop ids allow (`lw`: 1, 2 or 4 bytes; see
+//! [`Table`](crate::Table)).
+//!
+//! Path compression (IPv6). A chain of nodes that each have one child and one leaf value for all
+//! their other slots (a /48 alone under its /32 makes two such levels) is folded into the blob
+//! of the chain's last node: `k` strides of key bits `frag` that must match, else the result is
+//! `miss`. A /48 lookup then costs one blob below the shared upper levels instead of three.
+//! IPv4 does not use it: its chains are rare, and the check costs every lookup.
+//!
+//! Concurrency. Blobs are never modified after they are published. An update builds the
 //! changed subtree anew and copies the path above it (path copying), then publishes the new
 //! subtree root with one atomic store into the top level; readers see either the old or the new
-//! subtree, never a mix. Old nodes are freed through the crossbeam epoch once no reader that
-//! could have seen them is still pinned. Readers take no lock and write no shared memory.
-//!
-//! Ownership. Each node owns its `children` and `leaves` arrays. Path copying makes the copy of
-//! an ancestor share the unchanged children *arrays* of its siblings, so retiring an old ancestor
-//! frees only its own two arrays ("shallow"), while the replaced subtree is freed whole ("deep").
+//! subtree, never a mix. Replaced blobs are retired to the arena, which reuses them only after
+//! an epoch grace period.
 
+use core::hint::select_unpredictable;
+
+use crate::arena::{Arena, MAX_BLOB, Snapshot};
 use crate::family::Key;
 
-/// One trie node: 64 slots, 32 bytes, two to a cache line.
-#[repr(C, align(32))]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Node {
-    /// Bit v set: slot v has a child node.
-    vector: u64,
-    /// Bit v set: a run of equal leaves starts at slot v.
-    leafvec: u64,
-    /// `popcnt(vector)` nodes.
-    children: *const Node,
-    /// `popcnt(leafvec)` leaf values (next-hop ids, 0 = no route).
-    leaves: *const u32,
+/// A 32-bit reference: a leaf `id << 1` (top level only) or a node (odd).
+pub(crate) type Ref = u32;
+
+/// Reference bit: a node, not a leaf value. Leaves are `id << 1`, so an all-zero top level
+/// means "no route" and its untouched pages cost no memory.
+const NODE: u32 = 1;
+/// Reference bit: the node has children (a `vector` word).
+const INNER: u32 = 2;
+/// Reference bit: the node starts with a path-compression header.
+const SKIP: u32 = 4;
+/// Most strides one skip header folds: the `6·k` bits of `frag` and the 6 bits of the stride
+/// after them must fit the 64-bit key window a lookup step reads (see [`step_win`]).
+const KMAX: u32 = 9;
+
+/// The top-level entry for a leaf value.
+#[inline(always)]
+pub(crate) const fn leaf_ref(id: u32) -> Ref {
+    id << 1
 }
 
-const _: () = assert!(size_of::<Node>() == 32);
+#[inline(always)]
+pub(crate) const fn is_leaf(r: Ref) -> bool {
+    r & NODE == 0
+}
 
-/// A subtree being built: collapsed to a single leaf value when it holds no more-specific route.
-#[derive(Debug)]
+#[inline(always)]
+const fn off(r: Ref) -> usize {
+    (r >> 3) as usize
+}
+
+/// A subtree being built: collapsed to a single leaf value when it holds no more-specific
+/// route. `fresh` nodes were written during this change (never published).
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Built {
     Leaf(u32),
-    Node(Node),
+    Node { r: Ref, fresh: bool },
+}
+
+impl Built {
+    /// As a top-level entry.
+    pub(crate) fn entry(self) -> Ref {
+        match self {
+            Built::Leaf(v) => leaf_ref(v),
+            Built::Node { r, .. } => r,
+        }
+    }
 }
 
 /// Bits 0..=v set.
@@ -55,127 +103,147 @@ fn upto(v: usize) -> u64 {
     u64::MAX >> (63 - v)
 }
 
-impl Node {
-    /// One step of a lookup: the child to descend into, or the leaf value.
-    ///
-    /// # Safety
-    /// `self` must be a published (or being-built, fully formed) node whose arrays are live.
-    #[inline(always)]
-    pub(crate) unsafe fn step(&self, v: usize) -> Result<*const Node, u32> {
+/// Words of a node body.
+fn body_words(inner: bool, vector: u64, leafvec: u64, lw: u32) -> usize {
+    let bytes =
+        8 + if inner {
+            8 + 4 * vector.count_ones() as usize
+        } else {
+            0
+        } + ((leafvec.count_ones() as usize) << lw);
+    bytes.div_ceil(8)
+}
+
+/// A node's contents, read back by the writer.
+#[derive(Debug)]
+pub(crate) struct Decoded {
+    /// `(k, frag, miss)` of a skip header.
+    skip: Option<(u32, u64, u32)>,
+    vector: u64,
+    leafvec: u64,
+    children: Vec<Ref>,
+    leaves: Vec<u32>,
+    /// Total words, header included.
+    words: usize,
+}
+
+/// Read node `r` from `s`.
+pub(crate) fn decode(s: &Snapshot, r: Ref) -> Decoded {
+    debug_assert!(!is_leaf(r));
+    let mut o = off(r);
+    let w = |i: usize| {
+        assert!(i < s.words.len(), "reference out of the arena");
+        // SAFETY: checked just above.
+        unsafe { s.word(i) }
+    };
+    let skip = (r & SKIP != 0).then(|| {
+        let (frag, h) = (w(o), w(o + 1));
+        o += 2;
+        ((h >> 32) as u32 / 6, frag, h as u32)
+    });
+    let inner = r & INNER != 0;
+    let leafvec = w(o);
+    let vector = if inner { w(o + 1) } else { 0 };
+    let byte_at = |b: usize| (w(o + b / 8) >> ((b % 8) * 8)) as u32;
+    let mut b = if inner { 16 } else { 8 };
+    let mut children = Vec::with_capacity(vector.count_ones() as usize);
+    for _ in 0..vector.count_ones() {
+        children.push(byte_at(b));
+        b += 4;
+    }
+    let lw = s.lw;
+    let mask = leaf_mask(lw);
+    let mut leaves = Vec::with_capacity(leafvec.count_ones() as usize);
+    for _ in 0..leafvec.count_ones() {
+        leaves.push(byte_at(b) & mask);
+        b += 1 << lw;
+    }
+    Decoded {
+        words: 2 * usize::from(skip.is_some()) + body_words(inner, vector, leafvec, lw),
+        skip,
+        vector,
+        leafvec,
+        children,
+        leaves,
+    }
+}
+
+impl Decoded {
+    /// The contents of slot `v` (not for skip nodes).
+    fn slot(&self, v: usize) -> Built {
+        debug_assert!(self.skip.is_none());
         let m = upto(v);
         if self.vector >> v & 1 != 0 {
             let i = (self.vector & m).count_ones() as usize - 1;
-            // SAFETY: bit v of `vector` is set, so `i < popcnt(vector)` = children's length.
-            Ok(unsafe { self.children.add(i) })
+            Built::Node {
+                r: self.children[i],
+                fresh: false,
+            }
         } else {
-            // Slot v is a leaf, so some run starts at or before it: popcnt ≥ 1.
             let i = (self.leafvec & m).count_ones() as usize - 1;
-            // SAFETY: `i < popcnt(leafvec)` = leaves' length.
-            Err(unsafe { *self.leaves.add(i) })
+            Built::Leaf(self.leaves[i])
         }
-    }
-
-    /// A branch-free step for batch lookups: `(is_child, child, leaf)`, where only one of
-    /// `child` (if `is_child == 1`) or `leaf` (if 0) is a valid pointer; the other is computed
-    /// with wrapping arithmetic and must not be dereferenced.
-    #[inline(always)]
-    pub(crate) fn step_branchless(&self, v: usize) -> (usize, *const Node, *const u32) {
-        let m = upto(v);
-        let is_child = (self.vector >> v & 1) as usize;
-        let ci = ((self.vector & m).count_ones() as usize).wrapping_sub(1);
-        let li = ((self.leafvec & m).count_ones() as usize).wrapping_sub(1);
-        (
-            is_child,
-            self.children.wrapping_add(ci),
-            self.leaves.wrapping_add(li),
-        )
-    }
-
-    fn n_children(&self) -> usize {
-        self.vector.count_ones() as usize
-    }
-
-    fn n_leaves(&self) -> usize {
-        self.leafvec.count_ones() as usize
-    }
-
-    /// The contents of slot v, for copying a node with one slot changed.
-    ///
-    /// # Safety
-    /// As for [`Node::step`].
-    unsafe fn slot(&self, v: usize) -> Built {
-        // SAFETY: forwarded.
-        match unsafe { self.step(v) } {
-            // SAFETY: `c` points into this node's live children array.
-            Ok(c) => Built::Node(unsafe { *c }),
-            Err(leaf) => Built::Leaf(leaf),
-        }
-    }
-
-    /// Free this node's own two arrays (not its children's).
-    ///
-    /// # Safety
-    /// The arrays must be unreachable by readers (grace period passed) and not freed before;
-    /// children arrays of the children must be owned elsewhere or freed separately.
-    pub(crate) unsafe fn free_shallow(&self) {
-        // SAFETY: the arrays were made by `into_raw` with exactly these lengths.
-        unsafe {
-            drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(
-                self.children as *mut Node,
-                self.n_children(),
-            )));
-            drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(
-                self.leaves as *mut u32,
-                self.n_leaves(),
-            )));
-        }
-    }
-
-    /// Free this node's arrays and its whole subtree.
-    ///
-    /// # Safety
-    /// As for [`Node::free_shallow`], for the whole subtree.
-    pub(crate) unsafe fn free_deep(&self) {
-        for i in 0..self.n_children() {
-            // SAFETY: `i` < children's length; the subtree is ours to free.
-            unsafe { (*self.children.add(i)).free_deep() };
-        }
-        // SAFETY: forwarded.
-        unsafe { self.free_shallow() };
-    }
-
-    /// Bytes this subtree uses (nodes in children arrays, leaves), for memory reports.
-    ///
-    /// # Safety
-    /// The subtree must be live for the duration of the call.
-    pub(crate) unsafe fn bytes_deep(&self) -> (usize, usize) {
-        let mut nodes = self.n_children();
-        let mut leaves = self.n_leaves();
-        for i in 0..self.n_children() {
-            // SAFETY: forwarded; `i` in range.
-            let (n, l) = unsafe { (*self.children.add(i)).bytes_deep() };
-            nodes += n;
-            leaves += l;
-        }
-        (nodes, leaves)
     }
 }
 
-fn into_raw<T>(v: Vec<T>) -> *const T {
-    Box::into_raw(v.into_boxed_slice()) as *const T
+#[inline(always)]
+pub(crate) const fn leaf_mask(lw: u32) -> u32 {
+    u32::MAX >> (32 - (8 << lw))
+}
+
+/// Write a node body (with an optional skip header) to the arena.
+fn write(
+    a: &mut Arena,
+    skip: Option<(u32, u64, u32)>,
+    vector: u64,
+    leafvec: u64,
+    children: &[Ref],
+    leaves: &[u32],
+) -> Ref {
+    let lw = a.cur().lw;
+    let inner = vector != 0;
+    let mut buf = [0u64; MAX_BLOB];
+    let mut n = 0;
+    if let Some((k, frag, miss)) = skip {
+        buf[0] = frag;
+        buf[1] = u64::from(miss) | u64::from(6 * k) << 32;
+        n = 2;
+    }
+    let body = n;
+    buf[n] = leafvec;
+    n += 1;
+    if inner {
+        buf[n] = vector;
+        n += 1;
+    }
+    let mut b = (n - body) * 8;
+    let mut put = |b: usize, v: u64| buf[body + b / 8] |= v << ((b % 8) * 8);
+    for &c in children {
+        put(b, u64::from(c));
+        b += 4;
+    }
+    for &l in leaves {
+        debug_assert!(l <= leaf_mask(lw), "leaf {l} wider than the table's leaves");
+        put(b, u64::from(l));
+        b += 1 << lw;
+    }
+    let words = body + b.div_ceil(8);
+    let o = a.alloc(&buf[..words]);
+    (o as u32) << 3 | NODE | if inner { INNER } else { 0 } | if skip.is_some() { SKIP } else { 0 }
 }
 
 /// Make a node from its 64 slots, or collapse to a leaf if there is no child and one value.
-pub(crate) fn make_node(slots: [Built; 64]) -> Built {
+/// With `compress`, a node with one child and one leaf value is folded into its child.
+pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> Built {
     let (mut vector, mut leafvec) = (0u64, 0u64);
     let mut children = Vec::new();
     let mut leaves = Vec::new();
     let mut last = None;
-    for (v, s) in slots.into_iter().enumerate() {
-        match s {
-            Built::Node(n) => {
+    for (v, s) in slots.iter().enumerate() {
+        match *s {
+            Built::Node { r, .. } => {
                 vector |= 1 << v;
-                children.push(n);
+                children.push(r);
             }
             Built::Leaf(x) => {
                 if last != Some(x) {
@@ -189,12 +257,37 @@ pub(crate) fn make_node(slots: [Built; 64]) -> Built {
     if vector == 0 && leaves.len() == 1 {
         return Built::Leaf(leaves[0]);
     }
-    Built::Node(Node {
-        vector,
-        leafvec,
-        children: into_raw(children),
-        leaves: into_raw(leaves),
-    })
+    if compress && vector.count_ones() == 1 && leaves.len() == 1 {
+        let v = vector.trailing_zeros() as usize;
+        let Built::Node { r: c, fresh } = slots[v] else {
+            unreachable!("vector bit set for a node slot")
+        };
+        let miss = leaves[0];
+        let d = decode(a.cur(), c);
+        let (k, frag) = match d.skip {
+            None => (1, v as u64),
+            Some((kc, fc, mc)) if mc == miss && kc < KMAX => (kc + 1, (v as u64) << (6 * kc) | fc),
+            Some(_) => (0, 0),
+        };
+        if k > 0 {
+            let r = write(
+                a,
+                Some((k, frag, miss)),
+                d.vector,
+                d.leafvec,
+                &d.children,
+                &d.leaves,
+            );
+            if fresh {
+                a.free_now(off(c), d.words);
+            } else {
+                a.retire(off(c), d.words);
+            }
+            return Built::Node { r, fresh: true };
+        }
+    }
+    let r = write(a, None, vector, leafvec, &children, &leaves);
+    Built::Node { r, fresh: true }
 }
 
 /// Build the subtree for the node at `depth` whose range starts at `base`.
@@ -203,7 +296,14 @@ pub(crate) fn make_node(slots: [Built; 64]) -> Built {
 /// sorted by `(key, len)`; `inherited` is the best route with `len ≤ depth` covering the range.
 /// Sorted order means a covering route comes before the routes it covers, so painting slots
 /// in order leaves the longest match in each slot.
-pub(crate) fn build<K: Key>(base: K, depth: u8, inherited: u32, routes: &[(K, u8, u32)]) -> Built {
+pub(crate) fn build<K: Key>(
+    base: K,
+    depth: u8,
+    inherited: u32,
+    routes: &[(K, u8, u32)],
+    a: &mut Arena,
+    compress: bool,
+) -> Built {
     if routes.is_empty() {
         return Built::Leaf(inherited);
     }
@@ -219,40 +319,75 @@ pub(crate) fn build<K: Key>(base: K, depth: u8, inherited: u32, routes: &[(K, u8
     let mut slots: [Built; 64] = core::array::from_fn(|v| Built::Leaf(vals[v]));
     // Routes deeper than this node, grouped by slot (contiguous once the short ones are skipped).
     let mut i = 0;
+    let mut group = Vec::new();
     while i < routes.len() {
         if u32::from(routes[i].1) <= end {
             i += 1;
             continue;
         }
         let v = routes[i].0.bits6(depth);
-        let mut group = Vec::new();
+        group.clear();
         while i < routes.len() && routes[i].0.bits6(depth) == v {
             if u32::from(routes[i].1) > end {
                 group.push(routes[i]);
             }
             i += 1;
         }
-        slots[v] = build(base.with_bits6(depth, v), depth + 6, vals[v], &group);
+        slots[v] = build(
+            base.with_bits6(depth, v),
+            depth + 6,
+            vals[v],
+            &group,
+            a,
+            compress,
+        );
     }
-    make_node(slots)
+    make_node(&slots, a, compress)
 }
 
-/// A copy of `anc` with slot `v` replaced; siblings' arrays are shared with `anc` (see the
-/// module docs on ownership).
-///
-/// # Safety
-/// `anc` must be live.
-pub(crate) unsafe fn replace_slot(anc: &Node, v: usize, with: Built) -> Built {
-    let mut with = Some(with);
-    let slots: [Built; 64] = core::array::from_fn(|i| {
-        if i == v {
-            with.take().expect("once")
-        } else {
-            // SAFETY: `anc` is live (caller).
-            unsafe { anc.slot(i) }
-        }
-    });
-    make_node(slots)
+/// A copy of (non-skip) node `anc` with slot `v` replaced; siblings are shared with `anc`.
+/// The caller retires `anc` itself.
+pub(crate) fn replace_slot(anc: &Decoded, v: usize, with: Built, a: &mut Arena, c: bool) -> Built {
+    let slots: [Built; 64] = core::array::from_fn(|i| if i == v { with } else { anc.slot(i) });
+    make_node(&slots, a, c)
+}
+
+/// One step of the writer's descent: `Some(child)` if slot `v` of non-skip node `d` has one.
+pub(crate) fn child(d: &Decoded, v: usize) -> Option<Ref> {
+    match d.slot(v) {
+        Built::Node { r, .. } => Some(r),
+        Built::Leaf(_) => None,
+    }
+}
+
+/// Is `r` a path-compressed node?
+pub(crate) const fn is_skip(r: Ref) -> bool {
+    r & SKIP != 0
+}
+
+/// Retire node `r` and its whole subtree.
+pub(crate) fn retire_deep(a: &mut Arena, r: Ref) {
+    let d = decode(a.cur(), r);
+    for &c in &d.children {
+        retire_deep(a, c);
+    }
+    a.retire(off(r), d.words);
+}
+
+/// Retire node `r` alone (decoded as `d`).
+pub(crate) fn retire_one(a: &mut Arena, r: Ref, d: &Decoded) {
+    a.retire(off(r), d.words);
+}
+
+/// Blobs, words and leaf bytes of the subtree at `r`.
+pub(crate) fn stats(s: &Snapshot, r: Ref) -> (usize, usize, usize) {
+    let d = decode(s, r);
+    let mut acc = (1, d.words, d.leaves.len() << s.lw);
+    for &c in &d.children {
+        let (n, w, l) = stats(s, c);
+        acc = (acc.0 + n, acc.1 + w, acc.2 + l);
+    }
+    acc
 }
 
 /// Hint the CPU to start loading the cache line at `p`.
@@ -267,20 +402,118 @@ pub(crate) fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
-/// Walk from `node` at `depth` to the leaf for `key`.
+/// Address of node `r`'s first word, for [`prefetch`].
+#[inline(always)]
+pub(crate) fn node_addr(s: &Snapshot, r: Ref) -> *const u64 {
+    s.words.as_ptr().wrapping_add(off(r)) as *const u64
+}
+
+/// The leaf or child in slot `v` of the node body at word `o` (reference `r`):
+/// `(is_child, value)`.
 ///
 /// # Safety
-/// `node` must be a live published node, kept alive (epoch guard) for the call.
+/// `o` must be the body of node `r`, published in `s` and reached under an epoch guard held
+/// since `s` was loaded (so the blob is complete and in bounds).
 #[inline(always)]
-pub(crate) unsafe fn walk<K: Key>(mut node: *const Node, mut depth: u8, key: K) -> u32 {
+unsafe fn body_step(s: &Snapshot, r: Ref, o: usize, v: usize) -> (u32, u32) {
+    let inner = u64::from((r >> 1) & 1);
+    // SAFETY: every node body has at least two words (a leaf-only one has two leaves or more).
+    let (leafvec, w1) = unsafe { (s.word(o), s.word(o + 1)) };
+    let vector = w1 & 0u64.wrapping_sub(inner);
+    let m = upto(v);
+    let is_child = (vector >> v) as u32 & 1;
+    let ci = (vector & m).count_ones().wrapping_sub(1);
+    let li = (leafvec & m).count_ones().wrapping_sub(1);
+    let leaf0 = 8 + inner as u32 * (8 + 4 * vector.count_ones());
+    // Selects, not branches: whether a slot is a child is as good as random per address, and
+    // a mispredicted branch would throw away the loads of the other addresses in flight.
+    let child = is_child != 0;
+    // Both offsets are computed; the one not selected may have wrapped (index "-1").
+    let byte = select_unpredictable(
+        child,
+        ci.wrapping_mul(4).wrapping_add(16),
+        (li << s.lw).wrapping_add(leaf0),
+    );
+    // SAFETY: a set vector bit has a child reference at `ci`; a leaf slot has a run start at
+    // or before it, so `li` indexes the leaves; either way `byte` is inside the blob.
+    let w = unsafe { s.word(o + (byte / 8) as usize) };
+    let mask = select_unpredictable(child, u32::MAX, leaf_mask(s.lw));
+    (is_child, (w >> ((byte % 8) * 8)) as u32 & mask)
+}
+
+/// One branch-free step of a lookup at node `r` (never a leaf reference) without path
+/// compression, `depth` the bits consumed before it: `(is_child, value)`, where `value` is the
+/// child reference if `is_child == 1`, else the leaf (next-hop id).
+///
+/// # Safety
+/// `r` must be a node of `s` reached from its top level under an epoch guard held since `s`
+/// was loaded.
+#[inline(always)]
+pub(crate) unsafe fn step<K: Key>(s: &Snapshot, r: Ref, key: K, depth: u32) -> (u32, u32) {
+    // SAFETY: forwarded.
+    unsafe { body_step(s, r, off(r), key.bits6(depth.min(255) as u8)) }
+}
+
+/// One branch-free step with path compression. `win` holds the next 64 key bits (most
+/// significant first, zeros past the end of the key): `(is_child, value, bits consumed)`.
+///
+/// # Safety
+/// As for [`step`].
+#[inline(always)]
+pub(crate) unsafe fn step_win(s: &Snapshot, r: Ref, win: u64) -> (u32, u32, u32) {
+    let mut o = off(r);
+    let skip = (r >> 2) & 1;
+    // SAFETY: every blob has at least two words.
+    let (frag, h) = unsafe { (s.word(o), s.word(o + 1)) };
+    let sh = ((h >> 32) as u32) & 0u32.wrapping_sub(skip);
+    // The `sh` key bits the skip header folds (0 when there is none), then the node's stride.
+    let got = (win >> 1) >> (63 - sh);
+    let hit = (skip == 0) | (got == frag);
+    o += 2 * skip as usize;
+    let v = ((win << sh) >> 58) as usize;
+    // SAFETY: `o` is the body of `r` (after its header, if any); forwarded.
+    let (is_child, val) = unsafe { body_step(s, r, o, v) };
+    (
+        is_child & u32::from(hit),
+        select_unpredictable(hit, val, h as u32),
+        sh + 6,
+    )
+}
+
+/// The 64 key bits after the first `depth`, most significant first.
+#[inline(always)]
+pub(crate) fn window<K: Key>(key: K, depth: u32) -> u64 {
+    (key.to_u128_bits().checked_shl(depth).unwrap_or(0) >> 64) as u64
+}
+
+/// Walk from top-level entry `r` (after `depth` bits) to the leaf for `key`.
+///
+/// # Safety
+/// As for [`step`].
+#[inline(always)]
+pub(crate) unsafe fn walk<K: Key, const COMPRESSED: bool>(
+    s: &Snapshot,
+    mut r: Ref,
+    mut depth: u32,
+    key: K,
+) -> u32 {
+    if is_leaf(r) {
+        return r >> 1;
+    }
     loop {
-        // SAFETY: `node` is live (caller) and every child pointer of a live node is live.
-        match unsafe { (*node).step(key.bits6(depth)) } {
-            Ok(c) => {
-                node = c;
-                depth += 6;
+        // SAFETY: forwarded; child references of a published node are published nodes.
+        let (is_child, val, used) = unsafe {
+            if COMPRESSED {
+                step_win(s, r, window(key, depth))
+            } else {
+                let (c, v) = step(s, r, key, depth);
+                (c, v, 6)
             }
-            Err(leaf) => return leaf,
+        };
+        if is_child == 0 {
+            return val;
         }
+        r = val;
+        depth += used;
     }
 }

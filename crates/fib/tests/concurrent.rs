@@ -85,3 +85,92 @@ fn readers_see_old_or_new_never_torn() {
     }
     assert!(checked.load(Ordering::Relaxed) > 0, "readers ran");
 }
+
+/// The arena under the readers grows (a bigger copy is published), retired nodes are reused
+/// after their grace period, and the leaves widen from 1 to 2 bytes (a full rebuild) — all
+/// while readers check addresses whose answer never changes, in both families.
+#[test]
+fn readers_across_arena_growth_reuse_and_leaf_widening() {
+    let t4 = Arc::new(Fib4::new());
+    let t6 = Arc::new(vrhost_fib::Fib6::new());
+    t4.insert(p("10.1.0.0/16"), nh(1)).unwrap();
+    t4.insert(p("10.1.2.0/24"), nh(2)).unwrap();
+    t4.insert(p("10.1.2.128/25"), nh(3)).unwrap();
+    let p6 = |s: &str| s.parse::<vrhost_fib::Prefix6>().unwrap();
+    let a6 = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap();
+    // A /48 alone under its /32: a path-compressed chain.
+    t6.insert(p6("2a00:1450::/32"), nh(4)).unwrap();
+    t6.insert(p6("2a00:1450:4001::/48"), nh(5)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let checked = Arc::new(AtomicU64::new(0));
+
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (t4, t6, stop, checked) = (t4.clone(), t6.clone(), stop.clone(), checked.clone());
+            thread::spawn(move || {
+                let want4 = [
+                    (Ipv4Addr::new(10, 1, 200, 7), 1),
+                    (Ipv4Addr::new(10, 1, 2, 9), 2),
+                    (Ipv4Addr::new(10, 1, 2, 200), 3),
+                ];
+                let want6 = [
+                    (a6("2a00:1450:4001::77"), 5),
+                    (a6("2a00:1450:4002::1"), 4),
+                    (a6("2a00:1450:ffff::1"), 4),
+                ];
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let g = vrhost_fib::pin();
+                    let addrs: Vec<_> = want4.iter().map(|w| w.0).collect();
+                    let mut out = [None; 3];
+                    t4.lookup_batch(&addrs, &mut out, &g);
+                    for ((a, want), id) in want4.iter().zip(out) {
+                        for id in [id, t4.lookup(*a, &g)] {
+                            let id = id.unwrap_or_else(|| panic!("reader {r}: {a} lost"));
+                            let hop = t4.nexthops(id, &g).expect("resolves").hops()[0];
+                            assert_eq!(hop, nh(*want), "reader {r}: {a}");
+                        }
+                    }
+                    let addrs: Vec<_> = want6.iter().map(|w| w.0).collect();
+                    t6.lookup_batch(&addrs, &mut out, &g);
+                    for ((a, want), id) in want6.iter().zip(out) {
+                        for id in [id, t6.lookup(*a, &g)] {
+                            let id = id.unwrap_or_else(|| panic!("reader {r}: {a} lost"));
+                            let hop = t6.nexthops(id, &g).expect("resolves").hops()[0];
+                            assert_eq!(hop, nh(*want), "reader {r}: {a}");
+                        }
+                    }
+                    n += 1;
+                }
+                checked.fetch_add(n, Ordering::Relaxed);
+            })
+        })
+        .collect();
+
+    // Writer: thousands of routes next to the checked ones, each with its own next-hop set
+    // (ids pass 255: the leaves widen), half removed again (their nodes are reused).
+    for round in 0..3_000u32 {
+        let q = Prefix4::new(Ipv4Addr::from_bits(0x0a01_0300 + (round % 700) * 64), 26).unwrap();
+        t4.insert(q, nh(1000 + round)).unwrap();
+        let q6 = p6(&format!("2a00:1450:{:x}::/48", 0x5000 + round % 900));
+        t6.insert(q6, nh(1000 + round)).unwrap();
+        if round % 2 == 1 {
+            t4.remove(&q).unwrap();
+            t6.remove(&q6).unwrap();
+        }
+        if round % 1000 == 999 {
+            // Far-away more-specifics in new top-level slots: new subtrees, more growth.
+            for j in 0..50u32 {
+                let far = Prefix4::new(Ipv4Addr::from_bits(0x2000_0000 + (round + j) * 4096), 30)
+                    .unwrap();
+                t4.insert(far, nh(j)).unwrap();
+            }
+        }
+    }
+    assert!(t4.nexthop_sets() > 256 && t6.nexthop_sets() > 256);
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("reader saw a torn or missing route");
+    }
+    assert!(checked.load(Ordering::Relaxed) > 0, "readers ran");
+}
