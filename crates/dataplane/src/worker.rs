@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use crate::counters::{Drop, Node};
 use crate::dataplane::{Shared, Snapshot, VrSnap};
 use crate::demux::{Verdict, VifRef, parse_l2_packed, unpack};
+use crate::node::adjcache::AdjCache;
 use crate::node::flowcache::FlowCache;
 use crate::node::{Bucket, Ctx, cycles};
 use crate::pool::Pkt;
@@ -37,6 +38,8 @@ pub(crate) struct VrState {
     pub(crate) punt_bucket: Bucket,
     pub(crate) fc4: FlowCache<u32>,
     pub(crate) fc6: FlowCache<u128>,
+    pub(crate) adj4: AdjCache,
+    pub(crate) adj6: AdjCache,
 }
 
 struct LocalVr {
@@ -234,6 +237,8 @@ impl Worker {
                         punt_bucket: Bucket::new(cfg.punt_rate, cfg.punt_burst),
                         fc4: FlowCache::new(cfg.flow_cache),
                         fc6: FlowCache::new(cfg.flow_cache),
+                        adj4: AdjCache::default(),
+                        adj6: AdjCache::default(),
                     },
                 }
             });

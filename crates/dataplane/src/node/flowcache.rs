@@ -8,6 +8,13 @@
 //! Each VR has its own cache per worker (only the VR's owner uses it), so there is no sharing
 //! and no lock; 4096 entries of 24 bytes are 96 KiB, which stays in L2.
 //!
+//! When it does not pay, it steps aside. With a FIB as fast as this one (a few ns per
+//! lookup) a probe that misses costs about as much as the lookup it hoped to save, so for
+//! traffic with little locality (uniformly random destinations: 6 ns per packet more with
+//! the cache than without, measured) the cache watches its hit rate over windows of 4096
+//! probes and, below 25 %, is bypassed for the next 64 vectors before it tries again.
+//! Bypassed packets count as misses.
+//!
 //! Correctness comes from one generation number: the sum of the VR's FIB generation and its
 //! neighbour-table generation, both of which only grow, so any route or neighbour change
 //! makes every older entry a miss (the whole cache is invalidated at once; a changing table
@@ -30,7 +37,16 @@ struct Entry<K> {
 pub(crate) struct FlowCache<K> {
     entries: Box<[Entry<K>]>,
     mask: usize,
+    window_hits: u32,
+    window_probes: u32,
+    /// Vectors left to bypass.
+    bypass: u32,
 }
+
+/// Probes per hit-rate window.
+const WINDOW: u32 = 4096;
+/// Vectors bypassed after a window with a low hit rate.
+const BYPASS_VECTORS: u32 = 64;
 
 /// Keys the cache can hash.
 pub(crate) trait CacheKey: Copy + Default + PartialEq {
@@ -63,10 +79,41 @@ impl<K: CacheKey> FlowCache<K> {
         FlowCache {
             entries: vec![Entry::default(); n].into_boxed_slice(),
             mask: n.wrapping_sub(1),
+            window_hits: 0,
+            window_probes: 0,
+            bypass: 0,
         }
     }
 
-    /// Whether the cache is in use.
+    /// Whether to use the cache for the next vector (it is configured, and not being
+    /// bypassed for a low hit rate). Call once per vector.
+    #[inline(always)]
+    pub(crate) fn use_for_vector(&mut self) -> bool {
+        if self.entries.is_empty() {
+            return false;
+        }
+        if self.bypass > 0 {
+            self.bypass -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// Report a vector's probes and hits (after `use_for_vector` said yes).
+    #[inline(always)]
+    pub(crate) fn record(&mut self, probes: usize, hits: usize) {
+        self.window_probes += probes as u32;
+        self.window_hits += hits as u32;
+        if self.window_probes >= WINDOW {
+            if self.window_hits * 4 < self.window_probes {
+                self.bypass = BYPASS_VECTORS;
+            }
+            self.window_probes = 0;
+            self.window_hits = 0;
+        }
+    }
+
+    /// Whether the cache is configured at all.
     #[inline(always)]
     pub(crate) fn enabled(&self) -> bool {
         !self.entries.is_empty()
@@ -116,6 +163,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn low_hit_rate_bypasses_then_retries() {
+        let mut c = FlowCache::<u32>::new(16);
+        assert!(c.use_for_vector());
+        c.record(WINDOW as usize, 0);
+        for _ in 0..BYPASS_VECTORS {
+            assert!(!c.use_for_vector());
+        }
+        assert!(c.use_for_vector());
+        c.record(WINDOW as usize, WINDOW as usize / 2);
+        assert!(c.use_for_vector());
+    }
+
+    #[test]
     fn hit_only_at_same_generation_and_key() {
         let mut c = FlowCache::<u32>::new(16);
         c.put(7, 5, 1, [1; 6]);
@@ -132,7 +192,8 @@ mod tests {
         assert_eq!(c.get(1, 5), None);
         assert_eq!(c.get(2, 5), Some((2, [2; 6])));
         assert_eq!(c.get(3, 5), Some((3, [3; 6])));
-        let off = FlowCache::<u128>::new(0);
+        let mut off = FlowCache::<u128>::new(0);
+        assert!(!off.use_for_vector());
         assert!(!off.enabled());
         assert_eq!(off.get(1, 1), None);
     }

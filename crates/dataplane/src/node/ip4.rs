@@ -120,7 +120,8 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
     let mut miss_dst = [Ipv4Addr::UNSPECIFIED; VECTOR];
     let mut miss_ids: [Option<NhId>; VECTOR] = [None; VECTOR];
     let mut m = 0;
-    if cx.st.fc4.enabled() {
+    let use_fc = cx.st.fc4.use_for_vector();
+    if use_fc {
         for i in 0..n {
             hits[i] = cx.st.fc4.get(dsts[i].to_bits(), generation);
             if hits[i].is_none() {
@@ -128,11 +129,15 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
                 m += 1;
             }
         }
+        cx.st.fc4.record(n, n - m);
         cx.c.flow_hits.add((n - m) as u64);
         cx.c.flow_misses.add(m as u64);
     } else {
         miss_dst[..n].copy_from_slice(&dsts[..n]);
         m = n;
+        if cx.st.fc4.enabled() {
+            cx.c.flow_misses.add(n as u64);
+        }
     }
     let t1 = cycles();
     cx.count(Node::FlowCache, n, t1.wrapping_sub(t0));
@@ -159,59 +164,84 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
                     cx.drop(p, Drop::NoRoute);
                     continue;
                 };
-                let Some(set) = cx.vr.fib4.nexthops(id, &guard) else {
-                    cx.drop(p, Drop::NoRoute);
-                    continue;
-                };
-                let l3 = usize::from(pool.meta(&p).l3);
-                let ecmp = set.hops().len() > 1;
-                let hop = if ecmp {
-                    set.select(flow::hash_v4(&pool.frame(&p)[l3..]))
+                let adj = cx.st.adj4.get(id.get(), generation);
+                if let Some((vif, mac)) = adj
+                    && let Some(out) = cx.vif(vif)
+                {
+                    if use_fc {
+                        cx.st.fc4.put(dst.to_bits(), generation, vif, mac);
+                    }
+                    (out, mac)
                 } else {
-                    &set.hops()[0]
-                };
-                let (nbr, ifindex) = match *hop {
-                    NextHop::Via { addr, ifindex } => (addr, ifindex),
-                    NextHop::Attached { ifindex } => (IpAddr::V4(dst), ifindex),
-                    NextHop::Local => {
+                    let Some(set) = cx.vr.fib4.nexthops(id, &guard) else {
+                        cx.drop(p, Drop::NoRoute);
+                        continue;
+                    };
+                    let l3 = usize::from(pool.meta(&p).l3);
+                    let ecmp = set.hops().len() > 1;
+                    let hop = if ecmp {
+                        set.select(flow::hash_v4(&pool.frame(&p)[l3..]))
+                    } else {
+                        &set.hops()[0]
+                    };
+                    let (nbr, ifindex) = match *hop {
+                        NextHop::Via { addr, ifindex } => (addr, ifindex),
+                        NextHop::Attached { ifindex } => (IpAddr::V4(dst), ifindex),
+                        NextHop::Local => {
+                            cx.punt(p);
+                            continue;
+                        }
+                        NextHop::Drop => {
+                            cx.drop(p, Drop::Blackhole);
+                            continue;
+                        }
+                        NextHop::Unreachable => {
+                            icmp::error4(
+                                cx,
+                                &p,
+                                Icmp4::Unreachable(DstUnreachable::HostUnreachable),
+                            );
+                            cx.drop(p, Drop::Unreachable);
+                            continue;
+                        }
+                        NextHop::Prohibit => {
+                            icmp::error4(
+                                cx,
+                                &p,
+                                Icmp4::Unreachable(DstUnreachable::CommProhibited),
+                            );
+                            cx.drop(p, Drop::Prohibited);
+                            continue;
+                        }
+                    };
+                    let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
+                        cx.drop(p, Drop::NoVif);
+                        continue;
+                    };
+                    if pool.frame(&p)[l3 + 8] <= 1 {
+                        // Checked before the neighbour so an unresolved one doesn't hide it.
+                        icmp::error4(cx, &p, Icmp4::TimeExceeded);
+                        cx.drop(p, Drop::TtlExpired);
+                        continue;
+                    }
+                    let Some(&mac) = neigh.get(&(out.id, nbr)) else {
+                        // Let the control plane resolve it (its kernel ARPs and forwards this one).
+                        cx.c.neigh_miss.add(1);
                         cx.punt(p);
                         continue;
+                    };
+                    if !ecmp {
+                        if use_fc {
+                            cx.st.fc4.put(dst.to_bits(), generation, out.id, mac.0);
+                        }
+                        if let NextHop::Via { .. } = *hop {
+                            // The neighbour depends on the route alone (not on the destination,
+                            // as for attached routes), so the id resolves it.
+                            cx.st.adj4.put(id.get(), generation, out.id, mac.0);
+                        }
                     }
-                    NextHop::Drop => {
-                        cx.drop(p, Drop::Blackhole);
-                        continue;
-                    }
-                    NextHop::Unreachable => {
-                        icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::HostUnreachable));
-                        cx.drop(p, Drop::Unreachable);
-                        continue;
-                    }
-                    NextHop::Prohibit => {
-                        icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::CommProhibited));
-                        cx.drop(p, Drop::Prohibited);
-                        continue;
-                    }
-                };
-                let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
-                    cx.drop(p, Drop::NoVif);
-                    continue;
-                };
-                if pool.frame(&p)[l3 + 8] <= 1 {
-                    // Checked before the neighbour so an unresolved one doesn't hide it.
-                    icmp::error4(cx, &p, Icmp4::TimeExceeded);
-                    cx.drop(p, Drop::TtlExpired);
-                    continue;
+                    (out, mac.0)
                 }
-                let Some(&mac) = neigh.get(&(out.id, nbr)) else {
-                    // Let the control plane resolve it (its kernel ARPs and forwards this one).
-                    cx.c.neigh_miss.add(1);
-                    cx.punt(p);
-                    continue;
-                };
-                if !ecmp {
-                    cx.st.fc4.put(dst.to_bits(), generation, out.id, mac.0);
-                }
-                (out, mac.0)
             }
         };
         let m = *pool.meta(&p);

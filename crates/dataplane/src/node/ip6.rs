@@ -124,7 +124,8 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
     let mut miss_dst = [Ipv6Addr::UNSPECIFIED; VECTOR];
     let mut miss_ids: [Option<NhId>; VECTOR] = [None; VECTOR];
     let mut m = 0;
-    if cx.st.fc6.enabled() {
+    let use_fc = cx.st.fc6.use_for_vector();
+    if use_fc {
         for i in 0..n {
             hits[i] = cx.st.fc6.get(dsts[i].to_bits(), generation);
             if hits[i].is_none() {
@@ -132,11 +133,15 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
                 m += 1;
             }
         }
+        cx.st.fc6.record(n, n - m);
         cx.c.flow_hits.add((n - m) as u64);
         cx.c.flow_misses.add(m as u64);
     } else {
         miss_dst[..n].copy_from_slice(&dsts[..n]);
         m = n;
+        if cx.st.fc6.enabled() {
+            cx.c.flow_misses.add(n as u64);
+        }
     }
     let t1 = cycles();
     cx.count(Node::FlowCache, n, t1.wrapping_sub(t0));
@@ -158,70 +163,90 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
                 } else {
                     cx.vr.fib6.lookup(dst, &guard)
                 };
-                let Some(set) = id.and_then(|id| cx.vr.fib6.nexthops(id, &guard)) else {
-                    if is_link_local(&dst) {
-                        cx.drop(p, Drop::Ip6LinkLocal);
-                        continue;
+                let adj = id.and_then(|id| cx.st.adj6.get(id.get(), generation));
+                if let Some((vif, mac)) = adj
+                    && let Some(out) = cx.vif(vif)
+                {
+                    if use_fc {
+                        cx.st.fc6.put(dst.to_bits(), generation, vif, mac);
                     }
-                    let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
-                    icmp::error6(cx, &p, e);
-                    cx.drop(p, Drop::NoRoute);
-                    continue;
-                };
-                let ecmp = set.hops().len() > 1;
-                let hop = if ecmp {
-                    let h = flow::flow_key_v6(&pool.frame(&p)[l3..]).map_or(0, |k| flow::hash(&k));
-                    set.select(h)
+                    (out, mac)
                 } else {
-                    &set.hops()[0]
-                };
-                let (nbr, ifindex) = match *hop {
-                    NextHop::Local => {
-                        cx.punt(p);
-                        continue;
-                    }
-                    _ if is_link_local(&dst) => {
-                        cx.drop(p, Drop::Ip6LinkLocal);
-                        continue;
-                    }
-                    NextHop::Via { addr, ifindex } => (addr, ifindex),
-                    NextHop::Attached { ifindex } => (IpAddr::V6(dst), ifindex),
-                    NextHop::Drop => {
-                        cx.drop(p, Drop::Blackhole);
-                        continue;
-                    }
-                    NextHop::Unreachable => {
+                    let Some(set) = id.and_then(|id| cx.vr.fib6.nexthops(id, &guard)) else {
+                        if is_link_local(&dst) {
+                            cx.drop(p, Drop::Ip6LinkLocal);
+                            continue;
+                        }
                         let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
                         icmp::error6(cx, &p, e);
-                        cx.drop(p, Drop::Unreachable);
+                        cx.drop(p, Drop::NoRoute);
                         continue;
-                    }
-                    NextHop::Prohibit => {
-                        let e = ErrorMessage::DstUnreachable(UnreachableCode::ADMIN_PROHIBITED);
+                    };
+                    let ecmp = set.hops().len() > 1;
+                    let hop = if ecmp {
+                        let h =
+                            flow::flow_key_v6(&pool.frame(&p)[l3..]).map_or(0, |k| flow::hash(&k));
+                        set.select(h)
+                    } else {
+                        &set.hops()[0]
+                    };
+                    let (nbr, ifindex) = match *hop {
+                        NextHop::Local => {
+                            cx.punt(p);
+                            continue;
+                        }
+                        _ if is_link_local(&dst) => {
+                            cx.drop(p, Drop::Ip6LinkLocal);
+                            continue;
+                        }
+                        NextHop::Via { addr, ifindex } => (addr, ifindex),
+                        NextHop::Attached { ifindex } => (IpAddr::V6(dst), ifindex),
+                        NextHop::Drop => {
+                            cx.drop(p, Drop::Blackhole);
+                            continue;
+                        }
+                        NextHop::Unreachable => {
+                            let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
+                            icmp::error6(cx, &p, e);
+                            cx.drop(p, Drop::Unreachable);
+                            continue;
+                        }
+                        NextHop::Prohibit => {
+                            let e = ErrorMessage::DstUnreachable(UnreachableCode::ADMIN_PROHIBITED);
+                            icmp::error6(cx, &p, e);
+                            cx.drop(p, Drop::Prohibited);
+                            continue;
+                        }
+                    };
+                    let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
+                        cx.drop(p, Drop::NoVif);
+                        continue;
+                    };
+                    if pool.frame(&p)[l3 + 7] <= 1 {
+                        let e = ErrorMessage::TimeExceeded(TimeExceededCode::HOP_LIMIT);
                         icmp::error6(cx, &p, e);
-                        cx.drop(p, Drop::Prohibited);
+                        cx.drop(p, Drop::TtlExpired);
                         continue;
                     }
-                };
-                let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
-                    cx.drop(p, Drop::NoVif);
-                    continue;
-                };
-                if pool.frame(&p)[l3 + 7] <= 1 {
-                    let e = ErrorMessage::TimeExceeded(TimeExceededCode::HOP_LIMIT);
-                    icmp::error6(cx, &p, e);
-                    cx.drop(p, Drop::TtlExpired);
-                    continue;
+                    let Some(&mac) = neigh.get(&(out.id, nbr)) else {
+                        cx.c.neigh_miss.add(1);
+                        cx.punt(p);
+                        continue;
+                    };
+                    if !ecmp {
+                        if use_fc {
+                            cx.st.fc6.put(dst.to_bits(), generation, out.id, mac.0);
+                        }
+                        if let NextHop::Via { .. } = *hop {
+                            // The neighbour depends on the route alone (not on the destination,
+                            // as for attached routes), so the id resolves it.
+                            cx.st
+                                .adj6
+                                .put(id.map_or(0, |i| i.get()), generation, out.id, mac.0);
+                        }
+                    }
+                    (out, mac.0)
                 }
-                let Some(&mac) = neigh.get(&(out.id, nbr)) else {
-                    cx.c.neigh_miss.add(1);
-                    cx.punt(p);
-                    continue;
-                };
-                if !ecmp {
-                    cx.st.fc6.put(dst.to_bits(), generation, out.id, mac.0);
-                }
-                (out, mac.0)
             }
         };
         let m = *pool.meta(&p);

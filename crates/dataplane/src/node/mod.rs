@@ -5,6 +5,7 @@
 //! control plane ([`Ctx::punt`]), or dropped with a reason ([`Ctx::drop`]). Those three are
 //! the only exits, so every packet that enters is accounted for.
 
+pub(crate) mod adjcache;
 pub(crate) mod flowcache;
 pub(crate) mod frag;
 pub(crate) mod icmp;
