@@ -266,3 +266,54 @@ fn flow_cache_off_still_forwards() {
     let s = vr.stats();
     assert_eq!((s.flow_hits, s.flow_misses), (0, 0));
 }
+
+#[test]
+fn adjacency_cache_follows_neighbour_and_route_changes() {
+    // Flow cache off, so every packet goes through the FIB and the adjacency cache.
+    let mut rig = Rig::new(2);
+    let mut cfg = VrConfig::new("adj");
+    cfg.flow_cache = 0;
+    let vr = rig.dp.add_vr(cfg).unwrap();
+    rig.dp
+        .add_vif("adj", vif("a", 0, mac(1), vec![IfAddr::V4(A, 24)]))
+        .unwrap();
+    rig.dp
+        .add_vif("adj", vif("b", 1, mac(2), vec![IfAddr::V4(B, 24)]))
+        .unwrap();
+    let p: vrhost_fib::Prefix4 = "198.51.100.0/24".parse().unwrap();
+    let via = |a: Ipv4Addr| NextHop::Via {
+        addr: a.into(),
+        ifindex: 1,
+    };
+    vr.fib4.insert(p, via(NH_B)).unwrap();
+    vr.neigh.set(1, NH_B.into(), mac(0x22));
+    let frame = eth(
+        mac(1),
+        HOST_MAC,
+        None,
+        0x0800,
+        &udp4(HOST_A, Ipv4Addr::new(198, 51, 100, 7), 64, 1, 2, b"a"),
+    );
+    let mut out_mac = |rig: &mut Rig| {
+        rig.send(0, &frame);
+        rig.run();
+        let out = rig.recv(1);
+        out.first()
+            .map(|f| ethernet::Frame::new_checked(&f[..]).unwrap().dst_addr())
+    };
+    assert_eq!(out_mac(&mut rig), Some(mac(0x22)));
+    assert_eq!(out_mac(&mut rig), Some(mac(0x22)));
+    vr.neigh.set(1, NH_B.into(), mac(0x23));
+    assert_eq!(out_mac(&mut rig), Some(mac(0x23)));
+    // Another next hop for the same prefix.
+    let nh2 = Ipv4Addr::new(10, 0, 1, 3);
+    vr.neigh.set(1, nh2.into(), mac(0x33));
+    vr.fib4.insert(p, via(nh2)).unwrap();
+    assert_eq!(out_mac(&mut rig), Some(mac(0x33)));
+    // The neighbour goes away: punted for resolution, not sent to the stale MAC.
+    vr.neigh.remove(1, nh2.into());
+    assert_eq!(out_mac(&mut rig), None);
+    assert_eq!(vr.stats().neigh_miss, 1);
+    rig.pool.free(vr.punt_recv().unwrap());
+    assert_eq!(rig.in_use(), 0);
+}
