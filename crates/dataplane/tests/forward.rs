@@ -294,7 +294,7 @@ fn adjacency_cache_follows_neighbour_and_route_changes() {
         0x0800,
         &udp4(HOST_A, Ipv4Addr::new(198, 51, 100, 7), 64, 1, 2, b"a"),
     );
-    let mut out_mac = |rig: &mut Rig| {
+    let out_mac = |rig: &mut Rig| {
         rig.send(0, &frame);
         rig.run();
         let out = rig.recv(1);
