@@ -241,6 +241,9 @@ impl Dataplane {
         if !(8..=24).contains(&config.fib4_top_bits) {
             return Err(bad(&what, "fib4_top_bits", "must be 8..=24"));
         }
+        if !(8..=24).contains(&config.fib6_top_bits) {
+            return Err(bad(&what, "fib6_top_bits", "must be 8..=24"));
+        }
         if let Some(w) = config.worker
             && w >= self.0.workers
         {
@@ -282,7 +285,9 @@ impl Dataplane {
             fib4: Fib4::with_config(FibConfig {
                 top_bits: config.fib4_top_bits,
             }),
-            fib6: Fib6::new(),
+            fib6: Fib6::with_config(FibConfig {
+                top_bits: config.fib6_top_bits,
+            }),
             neigh: NeighTable::default(),
             pool: self.0.pool.clone(),
             ingress_tx: tx.into_iter().map(|p| Mutex::new(Some(p))).collect(),

@@ -135,8 +135,11 @@ pub struct VrConfig {
     pub punt_rate: u32,
     /// Punt burst.
     pub punt_burst: u32,
-    /// IPv4 FIB top-level bits (8..=24); small VRs save memory with fewer.
+    /// IPv4 FIB top-level bits (8..=24): 4 bytes × 2^bits of memory. 16 suits a tenant's
+    /// table; 18 a full Internet table.
     pub fib4_top_bits: u8,
+    /// IPv6 FIB top-level bits (8..=24); 16 for a tenant, 20 for a full table.
+    pub fib6_top_bits: u8,
     /// Flow-cache entries per family per worker (rounded up to a power of two; 0 = off).
     pub flow_cache: usize,
 }
@@ -155,6 +158,7 @@ impl VrConfig {
             punt_rate: 10_000,
             punt_burst: 1_000,
             fib4_top_bits: 16,
+            fib6_top_bits: 16,
             flow_cache: 4096,
         }
     }
