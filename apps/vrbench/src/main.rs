@@ -1,11 +1,17 @@
 //! vrbench: vrhost's measurement tool.
 //!
-//! For now it has one job, `vrbench fib`: build the generated full Internet tables and measure
-//! the FIB (lookups/s single and batch over several destination mixes, build/insert/delete
-//! rates, memory), with a same-run baseline so that figures from these noisy machines can be
-//! compared as ratios. Later issues add the data-plane and RFC 2544 commands.
+//! * `vrbench inproc` (the default command): the data plane in one process, a generator and a
+//!   sink as port backends inside each worker's poll; Mpps per worker core, cycles per packet
+//!   per node, drops by reason; `--suite` runs the targets of the data-plane issue.
+//! * `vrbench fib`: build the generated full Internet tables and measure the FIB (lookups/s
+//!   single and batch over several destination mixes, build/insert/delete rates, memory).
+//!
+//! Every figure comes with what it should be compared against in the same invocation (a
+//! baseline, a target, or another scenario), because these machines are noisy. Later issues
+//! add the RFC 2544 commands over real ports.
 
 mod fibbench;
+mod inproc;
 
 use clap::{Parser, Subcommand};
 
@@ -18,13 +24,20 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// FIB benchmark on generated full IPv4/IPv6 tables (the default command).
+    /// In-process data-plane benchmark: generator → mem ports → VRs → sink (the default
+    /// command).
+    Inproc(inproc::Args),
+    /// FIB benchmark on generated full IPv4/IPv6 tables.
     Fib(fibbench::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.cmd.unwrap_or(Cmd::Fib(fibbench::Args::default())) {
+    match cli
+        .cmd
+        .unwrap_or_else(|| Cmd::Inproc(inproc::Args::default()))
+    {
+        Cmd::Inproc(a) => inproc::run(&a),
         Cmd::Fib(a) => fibbench::run(&a),
     }
 }

@@ -1,0 +1,564 @@
+//! `vrbench inproc`: the data plane alone, in one process, on mem-style ports.
+//!
+//! What it answers: how many packets per second one worker core forwards, where each
+//! packet's cycles go (per node), and what is dropped where — with nothing between the
+//! generator and the data plane but a function call, so the figure is the data plane's cost
+//! and not a NIC's, a kernel's or another core's.
+//!
+//! How: [`topo`] builds a data plane with VRs (generated full tables, a neighbour per next hop)
+//! and one worker per `--workers`; [`traffic`] makes the generator and the sink port backends
+//! that run inside each worker's own poll (why, and how "offered load" is modelled, is in its
+//! doc). Workers are pinned to distinct cores with `core_affinity`. [`session`] runs them in
+//! windows: between windows every worker is stopped and every counter is read, so each figure
+//! is a difference read with traffic stopped; the median window is reported.
+//!
+//! Rates are *measured with the generator on the same core*: its cost is the `port-rx` node's
+//! cycles, printed beside the data plane's own, and the "data plane alone" rate is the TSC
+//! frequency divided by the cycles per packet without it. `--suite` runs the issue's target
+//! scenarios in one invocation, alternating windows between them, and gives each figure as a
+//! ratio to its target or to the baseline measured in the same round — the robust way to
+//! compare on a noisy machine.
+//!
+//! Rejected: a generator thread per worker feeding a real mem ring (see [`traffic`]), and
+//! sequential scenarios compared across minutes (another engineer's build in between moved
+//! the one-VR rate by 30 % in trials; alternating windows keep a ratio's two sides together).
+
+mod report;
+mod session;
+mod topo;
+mod traffic;
+
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use clap::ValueEnum;
+use vrhost_fib::tablegen::{IPV4_FULL, IPV6_FULL};
+
+use report::{Report, SuiteReport, SuiteRow};
+use session::{Session, median, median_report};
+use traffic::Offer;
+
+/// Options of `vrbench inproc`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct Args {
+    /// Virtual routers; VR i is owned by worker i mod --workers.
+    #[arg(long, default_value_t = 1)]
+    vrs: usize,
+    /// Routes per VR [default: the full generated table (950,000 IPv4 / 200,000 IPv6) for up
+    /// to 2 VRs, 10,000 each for more].
+    #[arg(long)]
+    routes: Option<usize>,
+    /// Destination mix: uniform over the address space, random inside routed prefixes, or
+    /// Zipf(1.0) over 1 Mi routed destinations.
+    #[arg(long, value_enum, default_value_t = Dest::Uniform)]
+    dest: Dest,
+    /// Distinct (VR, destination) flows in all, spread evenly over the VRs; each packet picks
+    /// one at random [default: a fresh destination for each of 1 Mi packets in a row].
+    #[arg(long)]
+    flows: Option<usize>,
+    /// Ethernet frame size including the 4-byte FCS (not generated) [default: 64, IPv6 78].
+    #[arg(long)]
+    frame_size: Option<usize>,
+    /// Worker threads, each pinned to its own core, each with its own generator and sink.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// IPv6 traffic and tables instead of IPv4.
+    #[arg(long)]
+    ipv6: bool,
+    /// Offered load per worker in Mpps, modelled as a NIC rx ring filling at that rate
+    /// (overflow counted as rx-ring-full) [default: unlimited, a full vector every poll].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Generator queues per worker; each delivers up to a vector per poll, so more than one
+    /// pushes excess through demux to be shed at the VR's ingress ring.
+    #[arg(long, default_value_t = 1)]
+    gen_queues: usize,
+    /// Timed seconds per run [default: 3; in --suite 2 per scenario, one window per round].
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// The timed seconds are split into this many windows (workers stopped and counters
+    /// read between them); the median window by carried rate is reported, so that a burst of
+    /// interference from the machine's other work spoils one window, not the figure. In
+    /// --suite: the number of rounds.
+    #[arg(long, default_value_t = 3)]
+    windows: usize,
+    /// Warm-up seconds before each timed run.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Seed of the generated tables (VR i uses seed + i) and destinations.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Modelled NIC rx ring per generator queue: slots in circulation, and the depth that
+    /// overflows under --rate.
+    #[arg(long, default_value_t = 1024)]
+    rx_ring: usize,
+    /// Packet-pool slots [default: what the scenario can hold in flight, a few thousand].
+    #[arg(long)]
+    pool_slots: Option<usize>,
+    /// Slots of each VR ingress ring (VrConfig::ingress_ring).
+    #[arg(long, default_value_t = 1024)]
+    ingress_ring: usize,
+    /// Next hops: the generated table's 32 sets (a quarter ECMP), or one neighbour for all.
+    #[arg(long, value_enum, default_value_t = NexthopMode::Table)]
+    nexthops: NexthopMode,
+    /// Flow-cache entries per VR and worker (0 = off) [default: the data plane's].
+    #[arg(long)]
+    flow_cache: Option<usize>,
+    /// Cores for the workers, in worker order, comma-separated [default: as the OS lists
+    /// them].
+    #[arg(long, value_delimiter = ',')]
+    cores: Vec<usize>,
+    /// Run the issue's target scenarios (one VR, flow cache, 100 VRs, two workers, overload)
+    /// with windows alternating between them, and print each against its target; the suite
+    /// sets --vrs, --workers, --rate and --gen-queues itself (and --routes for 100 VRs).
+    #[arg(long)]
+    suite: bool,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            vrs: 1,
+            routes: None,
+            dest: Dest::Uniform,
+            flows: None,
+            frame_size: None,
+            workers: 1,
+            ipv6: false,
+            rate: None,
+            gen_queues: 1,
+            seconds: None,
+            windows: 3,
+            warmup: 1.0,
+            seed: 1,
+            rx_ring: 1024,
+            pool_slots: None,
+            ingress_ring: 1024,
+            nexthops: NexthopMode::Table,
+            flow_cache: None,
+            cores: Vec::new(),
+            suite: false,
+            json: false,
+        }
+    }
+}
+
+/// Destination mix.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Dest {
+    /// Uniformly random over the address space (less what the VR would not forward).
+    Uniform,
+    /// A random address inside a uniformly chosen generated prefix.
+    Routed,
+    /// Zipf(1.0) over 1 Mi routed destinations.
+    Zipf,
+}
+
+/// Which next hops the routes use.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum NexthopMode {
+    /// The generated table's sets, moved onto the egress VIF.
+    Table,
+    /// One neighbour for every route.
+    One,
+}
+
+/// One run's settings, resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct Scenario {
+    pub(crate) name: String,
+    pub(crate) vrs: usize,
+    pub(crate) routes: usize,
+    pub(crate) dest: Dest,
+    pub(crate) flows: Option<usize>,
+    pub(crate) frame_size: usize,
+    pub(crate) workers: usize,
+    pub(crate) ipv6: bool,
+    /// Offered packets/s per worker.
+    pub(crate) rate_pps: Option<f64>,
+    pub(crate) gen_queues: usize,
+    pub(crate) seconds: f64,
+    pub(crate) windows: usize,
+    pub(crate) warmup: f64,
+    pub(crate) seed: u64,
+    pub(crate) rx_ring: usize,
+    pub(crate) pool_slots: Option<usize>,
+    pub(crate) ingress_ring: usize,
+    pub(crate) nexthops: NexthopMode,
+    pub(crate) flow_cache: Option<usize>,
+    pub(crate) cores: Vec<usize>,
+}
+
+impl Scenario {
+    fn from_args(a: &Args, default_seconds: f64) -> Scenario {
+        let full = if a.ipv6 { IPV6_FULL } else { IPV4_FULL };
+        Scenario {
+            name: String::new(),
+            vrs: a.vrs,
+            routes: a.routes.unwrap_or(if a.vrs <= 2 { full } else { 10_000 }),
+            dest: a.dest,
+            flows: a.flows,
+            frame_size: a.frame_size.unwrap_or(if a.ipv6 { 78 } else { 64 }),
+            workers: a.workers,
+            ipv6: a.ipv6,
+            rate_pps: a.rate.map(|r| r * 1e6),
+            gen_queues: a.gen_queues,
+            seconds: a.seconds.unwrap_or(default_seconds),
+            windows: a.windows,
+            warmup: a.warmup,
+            seed: a.seed,
+            rx_ring: a.rx_ring,
+            pool_slots: a.pool_slots,
+            ingress_ring: a.ingress_ring,
+            nexthops: a.nexthops,
+            flow_cache: a.flow_cache,
+            cores: a.cores.clone(),
+        }
+    }
+
+    /// The flags that reproduce this run.
+    fn flags(&self) -> String {
+        let mut f = format!(
+            "vrbench inproc --vrs {} --routes {} --dest {} --frame-size {} --workers {}",
+            self.vrs,
+            self.routes,
+            self.dest
+                .to_possible_value()
+                .map_or("?".into(), |v| v.get_name().to_owned()),
+            self.frame_size,
+            self.workers
+        );
+        if let Some(n) = self.flows {
+            f += &format!(" --flows {n}");
+        }
+        if self.ipv6 {
+            f += " --ipv6";
+        }
+        if let Some(r) = self.rate_pps {
+            f += &format!(" --rate {:.2}", r / 1e6);
+        }
+        if self.gen_queues != 1 {
+            f += &format!(" --gen-queues {}", self.gen_queues);
+        }
+        if self.nexthops != NexthopMode::Table {
+            f += " --nexthops one";
+        }
+        if let Some(n) = self.flow_cache {
+            f += &format!(" --flow-cache {n}");
+        }
+        if let Some(n) = self.pool_slots {
+            f += &format!(" --pool-slots {n}");
+        }
+        f += &format!(
+            " --seconds {} --windows {} --seed {}",
+            self.seconds, self.windows, self.seed
+        );
+        f
+    }
+}
+
+/// The TSC (x86_64) or, elsewhere, nanoseconds since the first call.
+#[inline(always)]
+pub(crate) fn tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC has no preconditions on x86_64.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        T0.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+/// TSC ticks per second, against the monotonic clock over `d`.
+fn tsc_hz(d: Duration) -> f64 {
+    let (t, c) = (Instant::now(), tsc());
+    std::thread::sleep(d);
+    tsc().wrapping_sub(c) as f64 / t.elapsed().as_secs_f64()
+}
+
+pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
+    if a.warmup < 0.0 || a.seconds.is_some_and(|s| s <= 0.0) || !(1..=100).contains(&a.windows) {
+        bail!("--seconds must be above 0, --warmup at least 0 and --windows 1..=100");
+    }
+    if a.rate.is_some_and(|r| r <= 0.0 || !r.is_finite()) {
+        bail!("--rate must be a positive number of Mpps");
+    }
+    let hz = tsc_hz(Duration::from_millis(200));
+    let mut tables = topo::Tables::default();
+    if a.suite {
+        return suite(a, hz, &mut tables);
+    }
+    let mut sc = Scenario::from_args(a, 3.0);
+    sc.name = "inproc".into();
+    let offer = sc.rate_pps.map_or(Offer::Unlimited, Offer::Rate);
+    let r = Session::start(&sc, &mut tables, hz)?.measure(offer)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        report::print(&r);
+    }
+    Ok(())
+}
+
+/// The issue's targets, measured in one invocation. All scenarios are set up first; then, in
+/// each of `--windows` rounds, every scenario gets one window in turn, and each ratio is taken
+/// between windows of the same round (a minute apart at most, on the same machine state). The
+/// reported figure is the median over rounds.
+fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
+    let secs = a.seconds.unwrap_or(2.0) / a.windows as f64;
+    let base = Args {
+        suite: false,
+        vrs: 1,
+        workers: 1,
+        rate: None,
+        gen_queues: 1,
+        ..a.clone()
+    };
+    let mut start = |name: &str, f: &dyn Fn(&mut Args)| {
+        let mut x = base.clone();
+        f(&mut x);
+        let mut sc = Scenario::from_args(&x, secs * a.windows as f64);
+        sc.name = name.into();
+        Session::start(&sc, tables, hz)
+    };
+    let mut one = start("one-vr", &|_| {})?;
+    let mut flows = start("flow-cache", &|x| {
+        x.flows = Some(x.flows.unwrap_or(FLOWS));
+        x.nexthops = NexthopMode::One;
+    })?;
+    let mut many = start("100-vrs", &|x| {
+        x.vrs = 100;
+        x.routes = Some(10_000);
+    })?;
+    let mut two = start("two-workers", &|x| {
+        x.vrs = 2;
+        x.workers = 2;
+    })?;
+    let mut shed = start("overload-demux", &|x| x.gen_queues = 3)?;
+
+    use Offer::{Off, Unlimited as U};
+    eprintln!("[suite] warming up each scenario for {:.1} s", a.warmup);
+    for s in [&mut one, &mut flows, &mut many, &mut shed] {
+        s.window(a.warmup, &[U])?;
+    }
+    two.window(a.warmup, &[U, U])?;
+
+    let mut w: [Vec<Report>; 7] = Default::default();
+    for round in 0..a.windows {
+        eprintln!(
+            "[suite] round {} of {}: 7 windows of {secs:.2} s",
+            round + 1,
+            a.windows
+        );
+        let peak = one.run("one-vr", secs, &[U])?;
+        let rate = 3.0 * peak.carried_mpps * 1e6;
+        let over = one.run("overload", secs, &[Offer::Rate(rate)])?;
+        w[0].push(peak);
+        w[1].push(over);
+        w[2].push(flows.run("flow-cache", secs, &[U])?);
+        w[3].push(many.run("100-vrs", secs, &[U])?);
+        w[4].push(two.run("two-workers", secs, &[U, U])?);
+        w[5].push(two.run("two-workers-solo", secs, &[U, Off])?);
+        w[6].push(shed.run("overload-demux", secs, &[U])?);
+    }
+    let ratio = |i: usize, j: usize| {
+        median(
+            w[i].iter()
+                .zip(&w[j])
+                .map(|(x, y)| x.carried_mpps / y.carried_mpps.max(1e-9))
+                .collect(),
+        )
+    };
+    let many_ratio = ratio(3, 0);
+    let two_ratio = ratio(4, 5);
+    let over_ratio = ratio(1, 0);
+    let shed_ratio = ratio(6, 0);
+    let elsewhere = |i: usize| w[i].iter().map(|r| r.drops_elsewhere).sum::<u64>();
+    let (over_else, shed_else) = (elsewhere(1), elsewhere(6));
+    let [one, over, flows, many, two, solo, shed] = w.map(median_report);
+
+    let rows = vec![
+        SuiteRow::new(
+            &one,
+            "Mpps per worker core, 1 VR, full table, uniform",
+            one.mpps_per_core,
+            25.0,
+            "Mpps",
+        ),
+        SuiteRow::new(
+            &flows,
+            &format!(
+                "Mpps per core, {} flows, one next hop (flow-cache hit ratio {:.3})",
+                flows.config.flows.unwrap_or(0),
+                flows.vr.flow_hit_ratio
+            ),
+            flows.mpps_per_core,
+            35.0,
+            "Mpps",
+        ),
+        SuiteRow::new(
+            &many,
+            "100 VRs × 10k routes ÷ 1 VR (windows of the same round)",
+            many_ratio,
+            0.90,
+            "×",
+        ),
+        SuiteRow::new(
+            &two,
+            "2 workers ÷ worker 0 alone (one full-table VR each, same data plane)",
+            two_ratio,
+            1.8,
+            "×",
+        ),
+        SuiteRow::new(
+            &over,
+            &format!(
+                "carried ÷ peak at {:.1}× peak offered (modelled NIC ring); drops outside \
+                 ingress: {over_else}",
+                over.offered_mpps / one.carried_mpps.max(1e-9),
+            ),
+            over_ratio,
+            0.98,
+            "×",
+        )
+        .also_requires(over_else == 0),
+        SuiteRow::info(
+            &shed,
+            &format!(
+                "(info) carried ÷ peak, 3 generator queues: 3× a vector per poll through demux, \
+                 shed at vr-ingress-full; drops outside ingress: {shed_else}"
+            ),
+            shed_ratio,
+        ),
+    ];
+    let r = SuiteReport {
+        machine: report::machine(),
+        tsc_ghz: hz / 1e9,
+        rows,
+        scenarios: vec![one, flows, many, two, solo, over, shed],
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        report::print_suite(&r);
+    }
+    Ok(())
+}
+
+/// Flows in the suite's flow-cache scenario: well inside the cache (4096 entries, two-way),
+/// so that conflicts stay rare and the figure is the hit path's; with one next hop, because
+/// the cache does not keep ECMP routes.
+const FLOWS: usize = 512;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Build a small scenario and poll its workers on this thread; every generated packet
+    /// must reach the sink, with no drop anywhere.
+    fn forwards_everything(a: Args, polls: usize) -> Report {
+        let sc = Scenario::from_args(&a, 1.0);
+        let mut tables = topo::Tables::default();
+        let mut b = topo::build(&sc, &mut tables, 1e9).unwrap();
+        for c in &b.ctl {
+            c.set(Offer::Unlimited);
+        }
+        let before = report::Snap::take(&b);
+        for _ in 0..polls {
+            for w in &mut b.workers {
+                w.poll();
+            }
+        }
+        let d = report::Snap::take(&b).minus(&before);
+        let timed = vec![(1.0, 1_000_000_000); sc.workers];
+        let offers = vec![Offer::Unlimited; sc.workers];
+        let cores = vec![None; sc.workers];
+        let r = report::make(&sc, &b, &d, &timed, &offers, &cores, vec![], sc.flags());
+        let generated: u64 = r.workers.iter().map(|w| w.offered).sum();
+        assert!(generated >= (polls * 256) as u64, "{generated}");
+        assert_eq!(r.drops_total, 0, "{:?}", r.drops);
+        assert_eq!(r.vr.punted, 0);
+        assert_eq!(r.returned_to_port0, 0);
+        // Packets still in flight at the end are in ingress rings or staged: at most a poll's.
+        let carried: u64 = r.workers.iter().map(|w| w.carried).sum();
+        assert!(generated - carried <= (256 * sc.workers) as u64);
+        r
+    }
+
+    #[test]
+    fn ipv4_many_vrs_two_workers() {
+        let r = forwards_everything(
+            Args {
+                vrs: 5,
+                routes: Some(3000),
+                workers: 2,
+                ..Args::default()
+            },
+            40,
+        );
+        assert!(r.nodes.iter().any(|n| n.node == "forward" && n.packets > 0));
+    }
+
+    #[test]
+    fn ipv6_routed_flows_hit_the_cache() {
+        let r = forwards_everything(
+            Args {
+                vrs: 2,
+                routes: Some(3000),
+                ipv6: true,
+                dest: Dest::Routed,
+                flows: Some(64),
+                nexthops: NexthopMode::One,
+                ..Args::default()
+            },
+            40,
+        );
+        assert_eq!(r.distinct_destinations, 64);
+        assert!(r.vr.flow_hit_ratio > 0.8, "{}", r.vr.flow_hit_ratio);
+    }
+
+    #[test]
+    fn zipf_jumbo_frames() {
+        forwards_everything(
+            Args {
+                routes: Some(5000),
+                dest: Dest::Zipf,
+                frame_size: Some(1518),
+                ..Args::default()
+            },
+            20,
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_the_flag_named() {
+        let mut t = topo::Tables::default();
+        let sc = Scenario::from_args(
+            &Args {
+                workers: 2,
+                ..Args::default()
+            },
+            1.0,
+        );
+        let e = topo::build(&sc, &mut t, 1e9).err().unwrap().to_string();
+        assert!(e.contains("--workers 2"), "{e}");
+        let sc = Scenario::from_args(
+            &Args {
+                frame_size: Some(40),
+                routes: Some(10),
+                ..Args::default()
+            },
+            1.0,
+        );
+        let e = topo::build(&sc, &mut t, 1e9).err().unwrap().to_string();
+        assert!(e.contains("--frame-size 40"), "{e}");
+    }
+}
