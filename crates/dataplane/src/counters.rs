@@ -184,7 +184,8 @@ impl Default for VrCounters {
 /// One worker's counters for one VIF.
 #[derive(Debug, Default)]
 pub struct VifCounters {
-    /// Frames received on the VIF.
+    /// Frames received on the VIF and taken up by its VR (frames refused at a full ingress
+    /// ring are the port's and VR's `rx_dropped`/`vr-ingress-full`).
     pub rx_packets: Counter,
     /// Bytes of those.
     pub rx_bytes: Counter,

@@ -38,15 +38,26 @@ enum MacTarget {
 struct VlanDemux {
     /// A VIF owning the whole VLAN (`DemuxKey::Vlan`), with its MAC.
     whole: Option<(EthernetAddress, VifRef)>,
-    macs: FxHashMap<EthernetAddress, MacTarget>,
     /// Every VIF on this port and VLAN, in the order added (broadcast/multicast fan-out).
     members: Vec<VifRef>,
 }
 
 /// One port's demux table.
+///
+/// Unicast frames take one probe keyed by (VLAN, destination MAC) packed in a `u64`; two
+/// probes — VLAN, then MAC — measured 2.5× the demux cost with 100 VRs.
 #[derive(Debug, Clone, Default)]
 pub struct PortDemux {
     vlans: FxHashMap<u16, VlanDemux>,
+    macs: FxHashMap<u64, MacTarget>,
+}
+
+/// The (VLAN, MAC) key of the unicast table: `vid << 48 | mac`.
+#[inline(always)]
+pub(crate) fn mac_key(vid: u16, mac: &[u8]) -> u64 {
+    u64::from(vid) << 48
+        | u64::from(u32::from_be_bytes([mac[0], mac[1], mac[2], mac[3]])) << 16
+        | u64::from(u16::from_be_bytes([mac[4], mac[5]]))
 }
 
 /// Where a frame goes.
@@ -160,13 +171,14 @@ impl PortDemux {
     /// Add a VIF. Errors name the clash.
     pub(crate) fn add(&mut self, cfg: &VifConfig, r: VifRef) -> Result<(), String> {
         let vid = cfg.vlan.unwrap_or(UNTAGGED);
+        let key = mac_key(vid, &cfg.mac.0);
         let v = self.vlans.entry(vid).or_default();
         match &cfg.key {
             DemuxKey::Mac => {
-                if v.macs.contains_key(&cfg.mac) || v.whole.is_some_and(|(m, _)| m == cfg.mac) {
+                if self.macs.contains_key(&key) || v.whole.is_some_and(|(m, _)| m == cfg.mac) {
                     return Err(format!("MAC {} already used on this port/VLAN", cfg.mac));
                 }
-                v.macs.insert(cfg.mac, MacTarget::Vif(r));
+                self.macs.insert(key, MacTarget::Vif(r));
             }
             DemuxKey::Vlan => {
                 if cfg.vlan.is_none() {
@@ -175,7 +187,7 @@ impl PortDemux {
                 if v.whole.is_some() {
                     return Err(format!("VLAN {vid} already owned by another VIF"));
                 }
-                if v.macs.contains_key(&cfg.mac) {
+                if self.macs.contains_key(&key) {
                     return Err(format!("MAC {} already used on this port/VLAN", cfg.mac));
                 }
                 v.whole = Some((cfg.mac, r));
@@ -183,16 +195,17 @@ impl PortDemux {
             DemuxKey::Rule(_) if v.whole.is_some_and(|(m, _)| m == cfg.mac) => {
                 return Err(format!("MAC {} already owns VLAN {vid}", cfg.mac));
             }
-            DemuxKey::Rule(rule) => match v.macs.entry(cfg.mac).or_insert(MacTarget::Rules(vec![]))
-            {
-                MacTarget::Rules(rs) => rs.push((rule.clone(), r)),
-                MacTarget::Vif(_) => {
-                    return Err(format!(
-                        "MAC {} is used by a VIF without a rule on this port/VLAN",
-                        cfg.mac
-                    ));
+            DemuxKey::Rule(rule) => {
+                match self.macs.entry(key).or_insert(MacTarget::Rules(vec![])) {
+                    MacTarget::Rules(rs) => rs.push((rule.clone(), r)),
+                    MacTarget::Vif(_) => {
+                        return Err(format!(
+                            "MAC {} is used by a VIF without a rule on this port/VLAN",
+                            cfg.mac
+                        ));
+                    }
                 }
-            },
+            }
         }
         v.members.push(r);
         Ok(())
@@ -201,6 +214,7 @@ impl PortDemux {
     /// Remove a VIF (no-op if absent).
     pub(crate) fn remove(&mut self, cfg: &VifConfig, r: VifRef) {
         let vid = cfg.vlan.unwrap_or(UNTAGGED);
+        let key = mac_key(vid, &cfg.mac.0);
         let Some(v) = self.vlans.get_mut(&vid) else {
             return;
         };
@@ -208,7 +222,7 @@ impl PortDemux {
         if v.whole.is_some_and(|(_, w)| w == r) {
             v.whole = None;
         }
-        let empty = match v.macs.get_mut(&cfg.mac) {
+        let empty = match self.macs.get_mut(&key) {
             Some(MacTarget::Vif(x)) => *x == r,
             Some(MacTarget::Rules(rs)) => {
                 rs.retain(|(_, x)| *x != r);
@@ -217,7 +231,7 @@ impl PortDemux {
             None => false,
         };
         if empty {
-            v.macs.remove(&cfg.mac);
+            self.macs.remove(&key);
         }
         if v.members.is_empty() {
             self.vlans.remove(&vid);
@@ -227,15 +241,20 @@ impl PortDemux {
     /// Where a frame with these L2 fields goes.
     #[inline]
     pub fn lookup<'a>(&'a self, frame: &[u8], l2: &L2Info) -> Verdict<'a> {
-        let Some(v) = self.vlans.get(&l2.vid) else {
-            return Verdict::Drop(Drop::NoVr);
-        };
-        let dst = EthernetAddress([frame[0], frame[1], frame[2], frame[3], frame[4], frame[5]]);
-        if dst.is_multicast() {
-            // Includes broadcast.
-            return Verdict::Flood(&v.members);
+        self.lookup_key(mac_key(l2.vid, frame), frame, l2)
+    }
+
+    /// [`PortDemux::lookup`] with the frame's [`mac_key`] already computed.
+    #[inline]
+    pub fn lookup_key<'a>(&'a self, key: u64, frame: &[u8], l2: &L2Info) -> Verdict<'a> {
+        if frame[0] & 1 != 0 {
+            // Multicast, including broadcast.
+            return match self.vlans.get(&l2.vid) {
+                Some(v) => Verdict::Flood(&v.members),
+                None => Verdict::Drop(Drop::NoVr),
+            };
         }
-        match v.macs.get(&dst) {
+        match self.macs.get(&key) {
             Some(MacTarget::Vif(r)) => Verdict::One(*r),
             Some(MacTarget::Rules(rs)) => {
                 let Some((k, is_ip)) = rule_key(frame, l2) else {
@@ -245,8 +264,8 @@ impl PortDemux {
                     .find(|(rule, _)| rule_matches(rule, &k, is_ip))
                     .map_or(Verdict::Drop(Drop::NoVr), |(_, r)| Verdict::Rule(*r))
             }
-            None => match v.whole {
-                Some((mac, r)) if mac == dst => Verdict::One(r),
+            None => match self.vlans.get(&l2.vid).and_then(|v| v.whole) {
+                Some((mac, r)) if mac.0 == frame[..6] => Verdict::One(r),
                 _ => Verdict::Drop(Drop::NoVr),
             },
         }

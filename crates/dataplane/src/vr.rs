@@ -159,7 +159,7 @@ impl VrConfig {
             punt_burst: 1_000,
             fib4_top_bits: 16,
             fib6_top_bits: 16,
-            flow_cache: 4096,
+            flow_cache: 1024,
         }
     }
 }

@@ -6,14 +6,16 @@
 //! neighbour MAC. (Direct-mapped, 1000 flows in 4096 slots missed 17 % of the time from
 //! conflicts alone; two ways with most-recently-used first fix that for one extra compare.)
 //! Each VR has its own cache per worker (only the VR's owner uses it), so there is no sharing
-//! and no lock; 4096 entries of 24 bytes are 96 KiB, which stays in L2.
+//! and no lock; the default 1024 entries of 24 bytes are 24 KiB, so even a hundred VRs'
+//! caches stay in L2.
 //!
 //! When it does not pay, it steps aside. With a FIB as fast as this one (a few ns per
 //! lookup) a probe that misses costs about as much as the lookup it hoped to save, so for
 //! traffic with little locality (uniformly random destinations: 6 ns per packet more with
-//! the cache than without, measured) the cache watches its hit rate over windows of 4096
-//! probes and, below 25 %, is bypassed for the next 64 vectors before it tries again.
-//! Bypassed packets count as misses.
+//! the cache than without; a Zipf mix with 37 % hits: 15.8 Mpps with it, 18.6 without —
+//! measured) the cache watches its hit rate over windows of 4096 probes and, below 50 %, is
+//! bypassed for the next 16384 packets before it tries again. Bypassed packets count as
+//! misses.
 //!
 //! Correctness comes from one generation number: the sum of the VR's FIB generation and its
 //! neighbour-table generation, both of which only grow, so any route or neighbour change
@@ -39,14 +41,14 @@ pub(crate) struct FlowCache<K> {
     mask: usize,
     window_hits: u32,
     window_probes: u32,
-    /// Vectors left to bypass.
+    /// Packets left to bypass.
     bypass: u32,
 }
 
 /// Probes per hit-rate window.
 const WINDOW: u32 = 4096;
-/// Vectors bypassed after a window with a low hit rate.
-const BYPASS_VECTORS: u32 = 64;
+/// Packets bypassed after a window with a low hit rate.
+const BYPASS_PACKETS: u32 = 16384;
 
 /// Keys the cache can hash.
 pub(crate) trait CacheKey: Copy + Default + PartialEq {
@@ -85,15 +87,15 @@ impl<K: CacheKey> FlowCache<K> {
         }
     }
 
-    /// Whether to use the cache for the next vector (it is configured, and not being
-    /// bypassed for a low hit rate). Call once per vector.
+    /// Whether to use the cache for the next vector of `n` packets (it is configured, and
+    /// not being bypassed for a low hit rate). Call once per vector.
     #[inline(always)]
-    pub(crate) fn use_for_vector(&mut self) -> bool {
+    pub(crate) fn use_for_vector(&mut self, n: usize) -> bool {
         if self.entries.is_empty() {
             return false;
         }
         if self.bypass > 0 {
-            self.bypass -= 1;
+            self.bypass = self.bypass.saturating_sub(n as u32);
             return false;
         }
         true
@@ -105,8 +107,8 @@ impl<K: CacheKey> FlowCache<K> {
         self.window_probes += probes as u32;
         self.window_hits += hits as u32;
         if self.window_probes >= WINDOW {
-            if self.window_hits * 4 < self.window_probes {
-                self.bypass = BYPASS_VECTORS;
+            if self.window_hits * 2 < self.window_probes {
+                self.bypass = BYPASS_PACKETS;
             }
             self.window_probes = 0;
             self.window_hits = 0;
@@ -165,14 +167,14 @@ mod tests {
     #[test]
     fn low_hit_rate_bypasses_then_retries() {
         let mut c = FlowCache::<u32>::new(16);
-        assert!(c.use_for_vector());
-        c.record(WINDOW as usize, 0);
-        for _ in 0..BYPASS_VECTORS {
-            assert!(!c.use_for_vector());
+        assert!(c.use_for_vector(256));
+        c.record(WINDOW as usize, WINDOW as usize / 2 - 1);
+        for _ in 0..BYPASS_PACKETS / 256 {
+            assert!(!c.use_for_vector(256));
         }
-        assert!(c.use_for_vector());
+        assert!(c.use_for_vector(256));
         c.record(WINDOW as usize, WINDOW as usize / 2);
-        assert!(c.use_for_vector());
+        assert!(c.use_for_vector(256));
     }
 
     #[test]
@@ -193,7 +195,7 @@ mod tests {
         assert_eq!(c.get(2, 5), Some((2, [2; 6])));
         assert_eq!(c.get(3, 5), Some((3, [3; 6])));
         let mut off = FlowCache::<u128>::new(0);
-        assert!(!off.use_for_vector());
+        assert!(!off.use_for_vector(1));
         assert!(!off.enabled());
         assert_eq!(off.get(1, 1), None);
     }

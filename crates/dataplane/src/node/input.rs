@@ -1,6 +1,6 @@
 //! `vr-input`: the first node of a VR's vector — split by protocol — and the inject path.
 
-use crate::counters::{Drop, Node};
+use crate::counters::{Drop, Node, VifCounters};
 use crate::flow::Class;
 use crate::node::{Ctx, cycles};
 use crate::pool::MAX_FRAME;
@@ -29,18 +29,37 @@ pub(crate) fn vr_input(cx: &mut Ctx<'_>, v: &mut PktVec) {
     let n = v.len();
     let mut v4 = PktVec::new();
     let mut v6 = PktVec::new();
+    // VIF rx counters, added up over runs of packets from the same VIF (a VR's vector
+    // mostly comes from one or two).
+    let mut run: Option<&VifCounters> = None;
+    let (mut run_pkts, mut run_bytes) = (0u64, 0u64);
     for p in v.drain(..) {
         let m = *cx.pool.meta(&p);
-        if cx.vif(m.vif).is_none() {
+        let Some(vif) = cx.vif(m.vif) else {
             cx.drop(p, Drop::VifGone);
             continue;
+        };
+        let vc = &*vif.counters[cx.worker];
+        if !run.is_some_and(|r| core::ptr::eq(r, vc)) {
+            if let Some(r) = run {
+                r.rx_packets.add(run_pkts);
+                r.rx_bytes.add(run_bytes);
+            }
+            run = Some(vc);
+            (run_pkts, run_bytes) = (0, 0);
         }
+        run_pkts += 1;
+        run_bytes += u64::from(m.len);
         match Class::from_u8(m.class) {
             Class::Ipv4 => v4.push(p),
             Class::Ipv6 => v6.push(p),
             Class::Arp => cx.punt(p),
             Class::Other => cx.drop(p, Drop::UnknownEthertype),
         }
+    }
+    if let Some(r) = run {
+        r.rx_packets.add(run_pkts);
+        r.rx_bytes.add(run_bytes);
     }
     cx.count(Node::VrInput, n, cycles().wrapping_sub(t0));
     if !v4.is_empty() {

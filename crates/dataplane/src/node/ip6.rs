@@ -124,7 +124,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
     let mut miss_dst = [Ipv6Addr::UNSPECIFIED; VECTOR];
     let mut miss_ids: [Option<NhId>; VECTOR] = [None; VECTOR];
     let mut m = 0;
-    let use_fc = cx.st.fc6.use_for_vector();
+    let use_fc = cx.st.fc6.use_for_vector(n);
     if use_fc {
         for i in 0..n {
             hits[i] = cx.st.fc6.get(dsts[i].to_bits(), generation);
