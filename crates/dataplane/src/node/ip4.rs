@@ -15,7 +15,7 @@ use vrhost_wire::icmpv4::DstUnreachable;
 use crate::counters::{Drop, Node};
 use crate::flow;
 use crate::node::icmp::{self, Icmp4};
-use crate::node::{Ctx, cycles, l2};
+use crate::node::{Ctx, adjcache, cycles, l2};
 use crate::vector::{PktVec, VECTOR};
 
 const _: () = assert!(VECTOR <= BATCH);
@@ -164,11 +164,13 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
                     cx.drop(p, Drop::NoRoute);
                     continue;
                 };
-                let adj = cx.st.adj4.get(id.get(), generation);
-                if let Some((vif, mac)) = adj
+                let adj = cx.st.adj4.get(id.get(), generation, || {
+                    flow::hash_v4(&pool.frame(&p)[usize::from(pool.meta(&p).l3)..])
+                });
+                if let Some(((vif, mac), from_ecmp)) = adj
                     && let Some(out) = cx.vif(vif)
                 {
-                    if use_fc {
+                    if use_fc && !from_ecmp {
                         cx.st.fc4.put(dst.to_bits(), generation, vif, mac);
                     }
                     (out, mac)
@@ -239,6 +241,10 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
                             // as for attached routes), so the id resolves it.
                             cx.st.adj4.put(id.get(), generation, out.id, mac.0);
                         }
+                    } else if let Some(members) =
+                        adjcache::resolve_members(set, &neigh, |v| cx.vif(v).is_some())
+                    {
+                        cx.st.adj4.put_ecmp(id.get(), generation, &members);
                     }
                     (out, mac.0)
                 }

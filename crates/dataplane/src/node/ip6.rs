@@ -17,7 +17,7 @@ use vrhost_wire::ipv6;
 use crate::counters::{Drop, Node};
 use crate::flow;
 use crate::node::icmp;
-use crate::node::{Ctx, cycles, l2};
+use crate::node::{Ctx, adjcache, cycles, l2};
 use crate::vector::{PktVec, VECTOR};
 
 enum Input {
@@ -163,11 +163,15 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
                 } else {
                     cx.vr.fib6.lookup(dst, &guard)
                 };
-                let adj = id.and_then(|id| cx.st.adj6.get(id.get(), generation));
-                if let Some((vif, mac)) = adj
+                let adj = id.and_then(|id| {
+                    cx.st.adj6.get(id.get(), generation, || {
+                        flow::flow_key_v6(&pool.frame(&p)[l3..]).map_or(0, |k| flow::hash(&k))
+                    })
+                });
+                if let Some(((vif, mac), from_ecmp)) = adj
                     && let Some(out) = cx.vif(vif)
                 {
-                    if use_fc {
+                    if use_fc && !from_ecmp {
                         cx.st.fc6.put(dst.to_bits(), generation, vif, mac);
                     }
                     (out, mac)
@@ -244,6 +248,11 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
                                 .adj6
                                 .put(id.map_or(0, |i| i.get()), generation, out.id, mac.0);
                         }
+                    } else if let Some(members) =
+                        adjcache::resolve_members(set, &neigh, |v| cx.vif(v).is_some())
+                    {
+                        let id = id.map_or(0, |i| i.get());
+                        cx.st.adj6.put_ecmp(id, generation, &members);
                     }
                     (out, mac.0)
                 }
