@@ -46,7 +46,7 @@ fn check(l3: &[u8]) -> (Input, usize) {
     if total < hl || total > l3.len() {
         return (Drop(crate::counters::Drop::Ip4BadLength), 0);
     }
-    if checksum::data(&l3[..hl]) != 0xffff {
+    if !header_checksum_ok(&l3[..hl]) {
         return (Drop(crate::counters::Drop::Ip4BadChecksum), 0);
     }
     let src = flow::v4_at(l3, 12);
@@ -72,6 +72,25 @@ fn check(l3: &[u8]) -> (Input, usize) {
         return (Punt, total);
     }
     (Forward(dst), total)
+}
+
+/// Whether an IPv4 header's checksum is right (its ones'-complement sum is all ones).
+///
+/// The 20-byte header without options is nearly every packet: five native-endian 32-bit
+/// loads summed in a `u64` and folded (byte order does not matter for an all-ones test), a
+/// third of the generic routine's cost here.
+#[inline(always)]
+fn header_checksum_ok(h: &[u8]) -> bool {
+    if let Ok(h) = <&[u8; 20]>::try_from(h) {
+        let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+        let acc = w(0) + w(4) + w(8) + w(12) + w(16);
+        let acc = (acc & 0xffff_ffff) + (acc >> 32);
+        let acc = (acc & 0xffff) + (acc >> 16);
+        let acc = (acc & 0xffff) + (acc >> 16);
+        let acc = (acc & 0xffff) + (acc >> 16);
+        return acc == 0xffff;
+    }
+    checksum::data(h) == 0xffff
 }
 
 /// Run a vector of IPv4 packets of one VR.
@@ -293,4 +312,33 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
         cx.send(p, out);
     }
     cx.count(Node::Forward, n, cycles().wrapping_sub(t1));
+}
+
+#[cfg(test)]
+mod header_checksum_tests {
+    use super::header_checksum_ok;
+    use vrhost_wire::checksum;
+
+    #[test]
+    fn fast_path_agrees_with_the_generic_sum() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for _ in 0..10_000 {
+            let mut h = [0u8; 20];
+            for b in &mut h {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            assert_eq!(header_checksum_ok(&h), checksum::data(&h) == 0xffff);
+            // Make it valid and check again.
+            h[10] = 0;
+            h[11] = 0;
+            let c = !checksum::data(&h);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            assert!(header_checksum_ok(&h));
+            h[3] ^= 1;
+            assert!(!header_checksum_ok(&h));
+        }
+    }
 }
