@@ -79,13 +79,22 @@ impl TxStage {
         let sent = self.queues[i].tx_burst(f.pool, &mut s.pkts);
         let pc = &f.ports[i][f.worker];
         let mut bytes = 0u64;
-        for k in 0..sent {
-            let len = u64::from(s.len[k]);
-            bytes += len;
-            if let Some(Some(v)) = f.vifs.get(usize::from(s.vif[k])) {
+        // VIF counters are added per run of packets to the same VIF (usually the whole
+        // burst), not per packet.
+        let mut k = 0;
+        while k < sent {
+            let vif = s.vif[k];
+            let (mut pkts, mut vbytes) = (0u64, 0u64);
+            while k < sent && s.vif[k] == vif {
+                pkts += 1;
+                vbytes += u64::from(s.len[k]);
+                k += 1;
+            }
+            bytes += vbytes;
+            if let Some(Some(v)) = f.vifs.get(usize::from(vif)) {
                 let c = &v.counters[f.worker];
-                c.tx_packets.add(1);
-                c.tx_bytes.add(len);
+                c.tx_packets.add(pkts);
+                c.tx_bytes.add(vbytes);
             }
         }
         pc.tx_packets.add(sent as u64);

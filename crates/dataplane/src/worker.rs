@@ -307,7 +307,8 @@ impl Worker {
                     m.vif = r.vif;
                     m.l3 = l2.l3 as u8;
                     m.class = l2.class as u8;
-                    dropped += Self::stage(sh, id, vrs, touched, r.vr, p);
+                    let len = m.len;
+                    dropped += Self::stage(sh, id, vrs, touched, r.vr, p, len);
                 }
                 Verdict::Flood(members) if !members.is_empty() => {
                     // Copies for all but the last member; the last takes the original.
@@ -329,7 +330,8 @@ impl Worker {
                         m.vif = r.vif;
                         m.l3 = l2.l3 as u8;
                         m.class = l2.class as u8;
-                        dropped += Self::stage(sh, id, vrs, touched, r.vr, q);
+                        let len = m.len;
+                        dropped += Self::stage(sh, id, vrs, touched, r.vr, q, len);
                     }
                 }
                 Verdict::Flood(_) => {
@@ -365,6 +367,7 @@ impl Worker {
         touched: &mut Vec<VrId>,
         vr: VrId,
         p: Pkt,
+        len: u16,
     ) -> u64 {
         let Some(l) = vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
             // Cannot happen: demux and the VR list come from the same snapshot.
@@ -374,7 +377,7 @@ impl Worker {
         if l.staged.is_empty() {
             touched.push(vr);
         }
-        l.staged_bytes += u64::from(sh.pool.meta(&p).len);
+        l.staged_bytes += u64::from(len);
         l.staged.push(p);
         if l.staged.is_full() {
             // The VR stays in `touched`; its second flush finds nothing.

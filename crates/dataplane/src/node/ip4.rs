@@ -109,7 +109,10 @@ pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec) {
         match check(l3) {
             (Input::Forward(dst), total) => {
                 // Drop link-layer padding so what leaves is the datagram alone.
-                pool.meta_mut(&mut p).len = u16::from(m.l3) + total as u16;
+                let len = u16::from(m.l3) + total as u16;
+                if len != m.len {
+                    pool.meta_mut(&mut p).len = len;
+                }
                 dsts[fwd.len()] = dst;
                 fwd.push(p);
             }

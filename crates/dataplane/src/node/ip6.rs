@@ -99,7 +99,10 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec) {
         let l3 = &pool.frame(&p)[usize::from(m.l3)..];
         match check(l3) {
             (Input::Forward(dst), total) => {
-                pool.meta_mut(&mut p).len = u16::from(m.l3) + total as u16;
+                let len = u16::from(m.l3) + total as u16;
+                if len != m.len {
+                    pool.meta_mut(&mut p).len = len;
+                }
                 dsts[fwd.len()] = dst;
                 fwd.push(p);
             }
