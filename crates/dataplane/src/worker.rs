@@ -60,6 +60,16 @@ struct LocalVr {
     state: VrState,
 }
 
+/// Record demux's findings in a packet's metadata.
+#[inline(always)]
+fn tag(m: &mut crate::Meta, port: PortId, r: VifRef, l2: &crate::L2Info) {
+    m.port = port;
+    m.vr = r.vr;
+    m.vif = r.vif;
+    m.l3 = l2.l3 as u8;
+    m.class = l2.class as u8;
+}
+
 /// One forwarding thread's state. Create with [`crate::Dataplane::worker`]; drive with
 /// [`Worker::run`] on a thread of its own, or [`Worker::poll`] step by step (tests).
 pub struct Worker {
@@ -301,14 +311,8 @@ impl Worker {
                     if let Verdict::One(r) = verdict {
                         memo = Some((key, r));
                     }
-                    let m = pool.meta_mut(&mut p);
-                    m.port = port;
-                    m.vr = r.vr;
-                    m.vif = r.vif;
-                    m.l3 = l2.l3 as u8;
-                    m.class = l2.class as u8;
-                    let len = m.len;
-                    dropped += Self::stage(sh, id, vrs, touched, r.vr, p, len);
+                    tag(pool.meta_mut(&mut p), port, r, &l2);
+                    dropped += Self::stage(sh, id, vrs, touched, r.vr, p, m.len);
                 }
                 Verdict::Flood(members) if !members.is_empty() => {
                     // Copies for all but the last member; the last takes the original.
@@ -324,14 +328,8 @@ impl Worker {
                             dropped += 1;
                             continue;
                         };
-                        let m = pool.meta_mut(&mut q);
-                        m.port = port;
-                        m.vr = r.vr;
-                        m.vif = r.vif;
-                        m.l3 = l2.l3 as u8;
-                        m.class = l2.class as u8;
-                        let len = m.len;
-                        dropped += Self::stage(sh, id, vrs, touched, r.vr, q, len);
+                        tag(pool.meta_mut(&mut q), port, *r, &l2);
+                        dropped += Self::stage(sh, id, vrs, touched, r.vr, q, m.len);
                     }
                 }
                 Verdict::Flood(_) => {

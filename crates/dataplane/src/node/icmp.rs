@@ -27,14 +27,18 @@ pub(crate) enum Icmp4 {
 /// whether one was sent; when not, the reason is counted.
 pub(crate) fn error4(cx: &mut Ctx<'_>, p: &Pkt, kind: Icmp4) -> bool {
     let t0 = cycles();
-    let sent = build4(cx, p, kind);
+    let built = build4(cx, p, kind);
+    send(cx, built, t0)
+}
+
+/// Count the `icmp-error` node and send a built error (or count why there is none).
+fn send(cx: &mut Ctx<'_>, built: Result<Pkt, Drop>, t0: u64) -> bool {
     cx.count(Node::Icmp, 1, cycles().wrapping_sub(t0));
-    match sent {
+    match built {
         Ok(q) => {
             cx.c.icmp_sent.add(1);
-            let vif = cx.vif(cx.pool.meta(&q).vif).cloned();
-            match vif {
-                Some(vif) => cx.send(q, &vif),
+            match cx.vif(cx.pool.meta(&q).vif) {
+                Some(vif) => cx.send(q, vif),
                 None => cx.pool.free(q),
             }
             true
@@ -106,23 +110,8 @@ pub(crate) type Icmp6 = icmpv6::ErrorMessage;
 /// Send an ICMPv6 error about `p` (still owned by the caller). As [`error4`].
 pub(crate) fn error6(cx: &mut Ctx<'_>, p: &Pkt, kind: Icmp6) -> bool {
     let t0 = cycles();
-    let sent = build6(cx, p, kind);
-    cx.count(Node::Icmp, 1, cycles().wrapping_sub(t0));
-    match sent {
-        Ok(q) => {
-            cx.c.icmp_sent.add(1);
-            let vif = cx.vif(cx.pool.meta(&q).vif).cloned();
-            match vif {
-                Some(vif) => cx.send(q, &vif),
-                None => cx.pool.free(q),
-            }
-            true
-        }
-        Err(d) => {
-            cx.c.drops[d as usize].add(1);
-            false
-        }
-    }
+    let built = build6(cx, p, kind);
+    send(cx, built, t0)
 }
 
 fn build6(cx: &mut Ctx<'_>, p: &Pkt, kind: Icmp6) -> Result<Pkt, Drop> {

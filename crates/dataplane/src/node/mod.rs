@@ -71,26 +71,26 @@ impl<'a> Ctx<'a> {
         m.port = vif.config.port;
         m.vif = vif.id;
         let len = m.len;
-        let mut f = Flush {
-            pool: self.pool,
-            worker: self.worker,
-            ports: self.ports,
-            vr: self.c,
-            vifs: self.vifs,
-        };
+        let mut f = self.settle();
         self.tx.push(p, vif.config.port, vif.id, len, &mut f);
     }
 
     /// Send everything staged.
     pub(crate) fn flush(&mut self) {
-        let mut f = Flush {
+        let mut f = self.settle();
+        self.tx.flush(&mut f);
+    }
+
+    /// What a tx flush needs to settle this VR's counters.
+    #[inline(always)]
+    fn settle(&self) -> Flush<'a> {
+        Flush {
             pool: self.pool,
             worker: self.worker,
             ports: self.ports,
             vr: self.c,
             vifs: self.vifs,
-        };
-        self.tx.flush(&mut f);
+        }
     }
 
     /// Count a node's vector.
