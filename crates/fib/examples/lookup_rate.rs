@@ -3,8 +3,9 @@
 //! prints the best rate over 3 seconds of rounds of 4 M lookups.
 //!
 //! Environment: `TOP=n` sets `Config::top_bits`; `HOT=1` repeats 512 destinations (all
-//! cached: what the lookup costs in instructions alone). Destinations are uniform random for
-//! IPv4 and random within routed prefixes for IPv6, as in `vrbench fib`.
+//! cached: what the lookup costs in instructions alone); `DEFAULT=1` adds a default route (kept
+//! outside the trie, substituted for "no route" by every lookup). Destinations are uniform
+//! random for IPv4 and random within routed prefixes for IPv6, as in `vrbench fib`.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -19,6 +20,11 @@ fn run<F: Family>(routes: &[(Prefix<F>, NextHopSet)], mut dst: Vec<F::Addr>, sec
     let t: Table<F> = Table::with_config(Config { top_bits });
     t.load(routes.iter().cloned())
         .expect("generated table loads");
+    if std::env::var("DEFAULT").is_ok() {
+        let d = Prefix::<F>::new_masked(dst[0], 0);
+        t.insert(d, vrhost_fib::NextHop::Drop)
+            .expect("default route");
+    }
     if std::env::var("HOT").is_ok() {
         let hot = dst[..512].to_vec();
         dst = hot.iter().cycle().take(dst.len()).copied().collect();

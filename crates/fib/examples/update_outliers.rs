@@ -1,9 +1,13 @@
 //! Where the slowest single updates on the full tables come from: the 8 slowest of
 //! `vrbench fib`'s update phase (delete then re-insert a random 10 %), each marked if the arena
 //! grew during it; then the cost of arena growth itself, by inserting /25s into the full IPv4
-//! table until the arena has grown twice.
+//! table until the arena has grown twice; finally, on the full tables, short prefixes by
+//! themselves: the default route (add, replace, delete — O(1), kept outside the trie) and
+//! prefixes no longer than the top level's bits that are not the default (an IPv4 /8, an IPv6
+//! /12), which still rebuild every slot subtree whose inherited value they change.
 //!
-//! `cargo run --release -p vrhost-fib --example update_outliers`
+//! `cargo run --release -p vrhost-fib --example update_outliers [-- short]` (`short`: only the
+//! last part)
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -71,8 +75,77 @@ fn growth() {
     }
 }
 
+/// Add, replace and delete `prefix` on the full table (median of `rounds` of each).
+fn short<F: Family>(t: &Table<F>, prefix: &str, rounds: usize) {
+    let p: Prefix<F> = prefix.parse().expect("valid prefix");
+    let existed = t.get(&p);
+    if existed.is_some() {
+        t.remove(&p).expect("present");
+    }
+    let (a, b) = (
+        NextHopSet::from(NextHop::Attached { ifindex: 9001 }),
+        NextHopSet::from(NextHop::Attached { ifindex: 9002 }),
+    );
+    let mut add = Vec::new();
+    let mut replace = Vec::new();
+    let mut delete = Vec::new();
+    let time = |v: &mut Vec<Duration>, f: &mut dyn FnMut()| {
+        let s = Instant::now();
+        f();
+        v.push(s.elapsed());
+    };
+    for _ in 0..rounds {
+        time(&mut add, &mut || {
+            t.insert(p, a.clone()).expect("insert");
+        });
+        time(&mut replace, &mut || {
+            t.insert(p, b.clone()).expect("replace");
+        });
+        time(&mut delete, &mut || drop(t.remove(&p)));
+    }
+    if let Some(set) = existed {
+        t.insert(p, set).expect("restore");
+    }
+    let med = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2].as_secs_f64() * 1e6
+    };
+    println!(
+        "{}: {prefix:<14} add {:>9.1} µs  replace {:>9.1} µs  delete {:>9.1} µs  \
+         (median of {rounds})",
+        F::NAME,
+        med(&mut add),
+        med(&mut replace),
+        med(&mut delete)
+    );
+}
+
+fn shorts() {
+    let routes = tablegen::ipv4_table(tablegen::IPV4_FULL, 1);
+    // The /8 with the most routes under it: the most slot subtrees to rebuild.
+    let mut per8 = [0usize; 256];
+    for (p, _) in &routes {
+        per8[(p.key() >> 24) as usize] += 1;
+    }
+    let busiest = (0..256).max_by_key(|&i| per8[i]).expect("256 entries");
+    let t4: Table<V4> = Table::new();
+    t4.load(routes).expect("generated table loads");
+    short(&t4, "0.0.0.0/0", 15);
+    short(&t4, "44.0.0.0/8", 15);
+    short(&t4, &format!("{busiest}.0.0.0/8"), 15);
+    let t6: Table<V6> = Table::new();
+    t6.load(tablegen::ipv6_table(tablegen::IPV6_FULL, 1))
+        .expect("generated table loads");
+    short(&t6, "::/0", 15);
+    short(&t6, "2400::/12", 15);
+}
+
 fn main() {
-    slowest::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1));
-    slowest::<V6>(&tablegen::ipv6_table(tablegen::IPV6_FULL, 1));
-    growth();
+    let only_short = std::env::args().any(|a| a == "short");
+    if !only_short {
+        slowest::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1));
+        slowest::<V6>(&tablegen::ipv6_table(tablegen::IPV6_FULL, 1));
+        growth();
+    }
+    shorts();
 }

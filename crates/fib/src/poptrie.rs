@@ -13,7 +13,9 @@
 //! is set where a run of equal leaf values starts (child slots don't break runs), so the leaf
 //! for slot `v` is `leaves[popcnt(leafvec & mask(v)) - 1]`. Leaves are fully expanded: a leaf
 //! already holds the longest match for its slot, including routes inherited from above, so a
-//! lookup is a pure walk with no backtracking.
+//! lookup is a pure walk with no backtracking. The one exception is the default route (`/0`):
+//! the trie is built as if it did not exist (leaves only it would cover hold 0, "no route"),
+//! and the [`Table`](crate::Table) substitutes its id for a 0 result (see `table.rs`).
 //!
 //! A node's blob, in 64-bit words (offsets are in words, references 4 bytes):
 //!

@@ -10,6 +10,15 @@
 //!   get one atomic store each, slots with a subtree get that subtree rebuilt;
 //! * a longer prefix lies inside one top-level slot: the node whose 6-bit stride holds the
 //!   prefix's last bit is rebuilt with its subtree, and the path above it copied.
+//! * the default route (`/0`) is not in the trie at all: its id is one atomic in the
+//!   published snapshot (`Snapshot::default`), and every lookup path (single, batch — IPv4,
+//!   IPv6 scalar and AVX-512 — and so [`Table::lookup_set`]) turns a trie result of 0 ("no
+//!   route") into it. Why: leaves are fully expanded, so in the trie the default would be in
+//!   every leaf no other route covers, and adding, replacing or removing it rebuilt nearly
+//!   every subtree of a full table (60–70 ms, `examples/update_outliers.rs`); outside, it is
+//!   one store (< 1 µs), for the price of a cached load and a select per lookup (the load
+//!   once per batch; no difference measurable in `vrbench fib`). Its id needs no leaf width
+//!   either: it may be wider than the leaves.
 //!
 //! New nodes go into the table's [`arena`](crate::arena); replaced ones are retired there and
 //! reused after an epoch grace period. A full-table load (and the rare rebuild when a next-hop
@@ -26,11 +35,22 @@
 //! branches instead of selects in the step (no better on uniform destinations, and worse when
 //! the child/leaf pattern is random); a 22-bit IPv6 top level (16 MiB, no faster than 20 bits).
 //!
-//! Not done: a change to a prefix no longer than `top_bits` still rebuilds every subtree under
-//! it whose inherited value changes (leaves are fully expanded), so e.g. an IPv6 /12 flipping
-//! rebuilds up to 256 slot subtrees — milliseconds, not microseconds. Keeping the inherited
-//! value out of the leaves would fix that at the cost of an extra read on every lookup that
-//! falls through to it.
+//! Atomicity with the default outside the trie: every change alters either the trie or the
+//! default id, never both (the trie does not depend on the default), so a lookup sees each
+//! change entirely or not at all; a reload ([`Table::load`]) sets the new snapshot's default
+//! before publishing it, so trie and default switch together with the snapshot pointer. What
+//! a lookup can combine is two *different* changes that both complete while it runs, since it
+//! reads the trie and the default at different moments: e.g. for an address whose last
+//! covering route is removed, the trie after that removal with the default from before an
+//! earlier default change. Each half was published; the pair as such was never the table's
+//! state. A lookup never sees "no route" for an address one route covered throughout.
+//!
+//! Not done: a change to any other prefix no longer than `top_bits` still rebuilds every
+//! subtree under it whose inherited value changes (leaves are fully expanded), so e.g. an
+//! IPv6 /12 flipping rebuilds up to 256 slot subtrees — about 12 ms for 2400::/12 on the full
+//! generated table, an IPv4 /8 0.1–0.2 ms. Keeping inherited values out of the leaves in
+//! general would fix that at the cost of backtracking (an extra read) on every lookup that
+//! falls through to one.
 //!
 //! Every change bumps [`Table::generation`], which flow caches compare to drop stale entries.
 
@@ -173,6 +193,13 @@ fn fast_bits() -> bool {
         && std::is_x86_feature_detected!("bmi2")
 }
 
+/// A trie result, with "no route" (0) standing for the default route `default` (itself 0 when
+/// there is none).
+#[inline(always)]
+fn or_default(r: u32, default: u32) -> u32 {
+    if r == 0 { default } else { r }
+}
+
 /// Narrowest leaf width (log2 bytes) that holds `max_id`.
 fn leaf_width(max_id: u32) -> u32 {
     match max_id {
@@ -287,13 +314,17 @@ impl<F: Family> Table<F> {
         let e = self.top(s, key);
         let d = u32::from(self.top_bits);
         // SAFETY: `e` was just loaded from the top level of `s`, under the caller's guard.
-        NhId::from_leaf(unsafe {
+        let r = unsafe {
             if Self::COMPRESS {
                 poptrie::walk::<_, true>(s, e, d, key)
             } else {
                 poptrie::walk::<_, false>(s, e, d, key)
             }
-        })
+        };
+        // The default route where the trie has no route, by a select (a branch mispredicts on
+        // destinations that mix routed and unrouted). Loaded after the walk: loading it before
+        // measured 20 % slower single IPv6 lookups in `vrbench fib`.
+        NhId::from_leaf(or_default(r, s.default.load(Ordering::Acquire)))
     }
 
     /// Longest-prefix match for a vector of addresses: `out[i]` is the result for `addrs[i]`.
@@ -348,19 +379,21 @@ impl<F: Family> Table<F> {
         addrs: &[F::Addr],
         out: &mut [Option<NhId>],
     ) {
+        // One load for the whole batch: every address sees the same default route.
+        let default = s.default.load(Ordering::Acquire);
         for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             if Self::COMPRESS {
-                self.batch_chunk_compressed::<SIMD>(s, a, o);
+                self.batch_chunk_compressed::<SIMD>(s, a, o, default);
             } else {
-                self.batch_chunk(s, a, o);
+                self.batch_chunk(s, a, o, default);
             }
         }
     }
 
     /// One vector without path compression (IPv4): every address still walking is at the same
-    /// depth.
+    /// depth. `default`: the default route's id, for addresses the trie has no route for.
     #[inline(always)]
-    fn batch_chunk(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
+    fn batch_chunk(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>], default: u32) {
         let n = addrs.len();
         let mut keys = [F::key(addrs[0]); BATCH];
         let mut refs = [0 as Ref; BATCH];
@@ -408,17 +441,23 @@ impl<F: Family> Table<F> {
             active = next;
             d += 6;
         }
+        // "No route" from the trie is the default route (a select per address, no branch).
+        let default = NhId::from_leaf(default);
+        for o in out.iter_mut() {
+            *o = o.or(default);
+        }
     }
 
     /// One vector with path compression (IPv6): addresses advance by different amounts, so
     /// each keeps the rest of its key as two words, shifted so that the next bits to consume
-    /// are the most significant.
+    /// are the most significant. `default`: as for [`Table::batch_chunk`].
     #[inline(always)]
     fn batch_chunk_compressed<const SIMD: bool>(
         &self,
         s: &Snapshot,
         addrs: &[F::Addr],
         out: &mut [Option<NhId>],
+        default: u32,
     ) {
         let n = addrs.len();
         let mut res = [0u32; BATCH];
@@ -474,7 +513,7 @@ impl<F: Family> Table<F> {
             active = next;
         }
         for (o, &r) in out.iter_mut().zip(&res[..n]) {
-            *o = NhId::from_leaf(r);
+            *o = NhId::from_leaf(or_default(r, default));
         }
     }
 
@@ -538,8 +577,9 @@ impl<F: Family> Table<F> {
                 }
             }
         }
-        if id > poptrie::leaf_mask(w.arena.cur().lw) {
-            // The first id too wide for this table's leaves: rebuild at the wider width.
+        if prefix.len() > 0 && id > poptrie::leaf_mask(w.arena.cur().lw) {
+            // The first id too wide for this table's leaves: rebuild at the wider width. (The
+            // default route's id is not in a leaf, so it never needs one.)
             self.rebuild(&mut w, &guard);
         } else {
             self.apply(&mut w, prefix);
@@ -634,12 +674,16 @@ impl<F: Family> Table<F> {
     /// Build the whole structure from `w.rib` into a new arena and publish it.
     fn rebuild(&self, w: &mut Writer<F>, guard: &Guard) {
         let s = self.top_bits;
-        let max_id = w.rib.values().copied().max().unwrap_or(0);
+        // The default route stays out of the trie (and so out of the leaf width).
+        let default = w.rib.first_key_value().filter(|(p, _)| p.len() == 0);
+        let default = default.map_or(0, |(_, &id)| id);
+        let in_trie = || w.rib.iter().filter(|(p, _)| p.len() > 0);
+        let max_id = in_trie().map(|(_, &id)| id).max().unwrap_or(0);
         // Inherited values: paint the short routes in order (covering before covered).
         let mut inh = vec![0u32; 1 << s];
         let mut deep_count = vec![0u32; 1 << s];
         let mut deep: Vec<(F::Key, u8, u32)> = Vec::with_capacity(w.rib.len());
-        for (p, &id) in &w.rib {
+        for (p, &id) in in_trie() {
             if p.len() <= s {
                 let first = p.key().top(s);
                 inh[first..first + (1 << (s - p.len()))].fill(id);
@@ -670,6 +714,8 @@ impl<F: Family> Table<F> {
         // Headroom for updates: an eighth of the build, at least a few blobs.
         let (used, _, _) = arena.used();
         arena.fit(used / 8 + 4096);
+        // Before publishing: the new trie and its default route switch in together.
+        arena.cur().default.store(default, Ordering::Relaxed);
         arena.finish(&self.snap, guard);
         w.arena = arena;
         w.inh = inh;
@@ -690,9 +736,10 @@ impl<F: Family> Table<F> {
         }
     }
 
-    /// The best route with length ≤ `maxlen` covering `key` (0 = none).
+    /// The best route in the trie (so not the default route) with length ≤ `maxlen` covering
+    /// `key` (0 = none).
     fn best_cover(w: &Writer<F>, key: F::Key, maxlen: u8) -> u32 {
-        for l in (0..=maxlen).rev() {
+        for l in (1..=maxlen).rev() {
             if w.lens[usize::from(l)] != 0 {
                 let p = Prefix::from_key(key.masked(l), l);
                 if let Some(&id) = w.rib.get(&p) {
@@ -717,7 +764,12 @@ impl<F: Family> Table<F> {
     /// Rebuild whatever `prefix` (just added, replaced or removed in `w.rib`) affects.
     fn apply(&self, w: &mut Writer<F>, prefix: Prefix<F>) {
         let s = self.top_bits;
-        if prefix.len() <= s {
+        if prefix.len() == 0 {
+            // The default route: one store, whatever the table holds. Readers load it with
+            // `Acquire`, after the set it names was published (`NhAlloc::acquire`).
+            let id = w.rib.get(&prefix).copied().unwrap_or(0);
+            w.arena.cur().default.store(id, Ordering::Release);
+        } else if prefix.len() <= s {
             self.apply_short(w, prefix);
         } else {
             self.apply_long(w, prefix);
@@ -902,10 +954,95 @@ mod tests {
         }
     }
 
+    /// The top-level entries and the live structure, to compare before and after a change.
+    fn shape<F: Family>(t: &Table<F>) -> (Vec<u32>, (usize, usize)) {
+        let w = t.w();
+        let top = w.arena.cur().top.iter().map(|e| e.load(Ordering::Relaxed));
+        (top.collect(), t_memory(&w))
+    }
+
+    fn t_memory<F: Family>(w: &Writer<F>) -> (usize, usize) {
+        let s = w.arena.cur();
+        let mut m = (0, 0);
+        for e in s.top.iter() {
+            let e = e.load(Ordering::Relaxed);
+            if !poptrie::is_leaf(e) {
+                let (n, words, _) = poptrie::stats(s, e);
+                m = (m.0 + n, m.1 + words);
+            }
+        }
+        m
+    }
+
+    /// A default-route change touches nothing in the trie: every top-level entry (and so every
+    /// node under it) stays as it was, whether the default is added, replaced or removed.
+    #[test]
+    fn default_route_stays_out_of_the_trie() {
+        let t: Table<V4> = Table::new();
+        t.load(tablegen::ipv4_table(20_000, 3)).unwrap();
+        let before = shape(&t);
+        let d: Prefix<V4> = "0.0.0.0/0".parse().unwrap();
+        for ifindex in [70_000, 70_001, 70_001] {
+            t.insert(d, NextHop::Attached { ifindex }).unwrap();
+            assert_eq!(shape(&t), before);
+        }
+        t.remove(&d).unwrap();
+        assert_eq!(shape(&t), before);
+        // A reload with a default builds the same trie as one without.
+        let mut routes = t.routes();
+        t.load(routes.clone()).unwrap();
+        let without = shape(&t);
+        routes.push((d, NextHop::Drop.into()));
+        t.load(routes).unwrap();
+        assert_eq!(shape(&t), without);
+    }
+
+    /// The default route's id is not in a leaf, so it may be wider than the leaves: no
+    /// rebuild when it is set, and lookups still return it.
+    #[test]
+    fn default_id_wider_than_the_leaves() {
+        let t: Table<V4> = Table::new();
+        let host = |i: u32| Prefix::<V4>::new(std::net::Ipv4Addr::from_bits(0x0a00_0000 + i), 32);
+        for i in 0..300 {
+            t.insert(host(i).unwrap(), NextHop::Attached { ifindex: i })
+                .unwrap();
+        }
+        let d: Prefix<V4> = "0.0.0.0/0".parse().unwrap();
+        t.insert(d, NextHop::Drop).unwrap();
+        for i in 0..300 {
+            t.remove(&host(i).unwrap()).unwrap();
+        }
+        // Reload: only the default is left, its id (> 255) is kept by the interning.
+        t.load(t.routes()).unwrap();
+        let g = crossbeam_epoch::pin();
+        let id = t.lookup("192.0.2.1".parse().unwrap(), &g).expect("default");
+        assert!(id.get() > 255, "default id {}", id.get());
+        assert_eq!(
+            t.snap(&g).lw,
+            0,
+            "1-byte leaves: the default is not in them"
+        );
+        let r: Prefix<V4> = "10.0.0.0/24".parse().unwrap();
+        t.insert(r, NextHop::Local).unwrap();
+        let a = |s: &str| t.lookup_set(s.parse().unwrap()).map(|s| s.hops()[0]);
+        assert_eq!(a("10.0.0.7"), Some(NextHop::Local));
+        assert_eq!(a("10.0.1.7"), Some(NextHop::Drop));
+        assert_eq!(a("192.0.2.1"), Some(NextHop::Drop));
+        let mut out = [None; 2];
+        let addrs = ["10.0.0.7".parse().unwrap(), "10.0.1.7".parse().unwrap()];
+        t.lookup_batch(&addrs, &mut out, &g);
+        assert_eq!(out[1], Some(id));
+        assert_eq!(t.remove(&d).unwrap(), NextHop::Drop.into());
+        assert_eq!(a("10.0.1.7"), None);
+        assert_eq!(t.nexthop_sets(), 1);
+    }
+
     #[test]
     fn batch_paths_agree_ipv6() {
-        let routes = tablegen::ipv6_table(70_000, 7);
+        let mut routes = tablegen::ipv6_table(70_000, 7);
         let mut dst = tablegen::routed(&routes, 30_000, 8);
+        // With a default route (outside the trie): misses resolve to it on every path.
+        routes.push(("::/0".parse().unwrap(), NextHop::Drop.into()));
         let mut rng = <rand_xoshiro::Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(9);
         dst.extend((0..5_000).map(|_| tablegen::global_v6(&mut rng)));
         paths_agree::<V6>(routes, &dst);
@@ -913,8 +1050,9 @@ mod tests {
 
     #[test]
     fn batch_paths_agree_ipv4() {
-        let routes = tablegen::ipv4_table(70_000, 7);
+        let mut routes = tablegen::ipv4_table(70_000, 7);
         let mut dst = tablegen::routed(&routes, 30_000, 8);
+        routes.push(("0.0.0.0/0".parse().unwrap(), NextHop::Drop.into()));
         dst.extend(tablegen::uniform::<V4>(10_000, 9));
         paths_agree::<V4>(routes, &dst);
     }

@@ -174,3 +174,123 @@ fn readers_across_arena_growth_reuse_and_leaf_widening() {
     }
     assert!(checked.load(Ordering::Relaxed) > 0, "readers ran");
 }
+
+/// The default route flips between two next hops (one store each: it is kept outside the
+/// trie) while readers look up, in both families and by every lookup path, addresses only the
+/// default covers — at the top level, and inside subtrees and path-compressed chains built
+/// for more specific routes — and addresses more specific routes cover. A default-only address
+/// must always get one of the two default next hops (never "no route"), a covered one always
+/// its own route. Now and then the writer also changes a more-specific route in the same
+/// slot and reloads the whole table (trie and default switch together).
+#[test]
+fn default_route_flips_while_readers_run() {
+    let t4 = Arc::new(Fib4::new());
+    let t6 = Arc::new(vrhost_fib::Fib6::new());
+    let p6 = |s: &str| s.parse::<vrhost_fib::Prefix6>().unwrap();
+    let a6 = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap();
+    t4.insert(p("0.0.0.0/0"), nh(1)).unwrap();
+    t4.insert(p("10.1.0.0/16"), nh(3)).unwrap();
+    t4.insert(p("10.9.2.0/24"), nh(4)).unwrap(); // a subtree in the 10.9.0.0/18 slot
+    t6.insert(p6("::/0"), nh(1)).unwrap();
+    t6.insert(p6("2a00:1450::/32"), nh(3)).unwrap();
+    t6.insert(p6("2a00:1450:4001::/48"), nh(4)).unwrap(); // a path-compressed chain
+    let stop = Arc::new(AtomicBool::new(false));
+    let checked = Arc::new(AtomicU64::new(0));
+    // `None`: only the default covers the address (next hop 1 or 2).
+    let want4: Vec<(Ipv4Addr, Option<u32>)> = vec![
+        (Ipv4Addr::new(192, 0, 2, 1), None), // top-level leaf
+        (Ipv4Addr::new(10, 9, 5, 1), None),  // a leaf of the /24's subtree, same slot
+        (Ipv4Addr::new(10, 9, 2, 77), Some(4)),
+        (Ipv4Addr::new(10, 1, 200, 7), Some(3)),
+        (Ipv4Addr::new(255, 255, 255, 255), None),
+        (Ipv4Addr::new(0, 0, 0, 0), None),
+    ];
+    let want6: Vec<(std::net::Ipv6Addr, Option<u32>)> = vec![
+        (a6("2001:db8::1"), None),           // top-level leaf
+        (a6("2a00:1451::1"), None),          // same top-level slot as the /32, not under it
+        (a6("2a00:1450:4001::77"), Some(4)), // through the compressed chain
+        (a6("2a00:1450:4002::1"), Some(3)),  // the chain's miss
+        (a6("ffff:ffff::"), None),
+        (a6("::"), None),
+    ];
+
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (t4, t6, stop, checked) = (t4.clone(), t6.clone(), stop.clone(), checked.clone());
+            let (want4, want6) = (want4.clone(), want6.clone());
+            thread::spawn(move || {
+                let ok = |hop: NextHop, want: Option<u32>, what: &str| match want {
+                    Some(w) => assert_eq!(hop, nh(w), "reader {r}: {what}"),
+                    None => assert!(hop == nh(1) || hop == nh(2), "reader {r}: {what} → {hop:?}"),
+                };
+                let addrs4: Vec<_> = want4.iter().map(|w| w.0).collect();
+                let addrs6: Vec<_> = want6.iter().map(|w| w.0).collect();
+                let mut out = vec![None; want4.len()];
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let g = vrhost_fib::pin();
+                    t4.lookup_batch(&addrs4, &mut out, &g);
+                    for ((a, want), id) in want4.iter().zip(&out) {
+                        for id in [*id, t4.lookup(*a, &g)] {
+                            let id = id.unwrap_or_else(|| panic!("reader {r}: {a} had no route"));
+                            let hop = t4.nexthops(id, &g).expect("resolves").hops()[0];
+                            ok(hop, *want, &a.to_string());
+                        }
+                        let set = t4.lookup_set(*a).expect("lookup_set: covered");
+                        ok(set.hops()[0], *want, &a.to_string());
+                    }
+                    t6.lookup_batch(&addrs6, &mut out, &g);
+                    for ((a, want), id) in want6.iter().zip(&out) {
+                        for id in [*id, t6.lookup(*a, &g)] {
+                            let id = id.unwrap_or_else(|| panic!("reader {r}: {a} had no route"));
+                            let hop = t6.nexthops(id, &g).expect("resolves").hops()[0];
+                            ok(hop, *want, &a.to_string());
+                        }
+                        let set = t6.lookup_set(*a).expect("lookup_set: covered");
+                        ok(set.hops()[0], *want, &a.to_string());
+                    }
+                    n += 1;
+                }
+                checked.fetch_add(n, Ordering::Relaxed);
+            })
+        })
+        .collect();
+
+    for round in 0..50_000u32 {
+        // The flip: a replace of the default route (the old set's last reference goes, so its
+        // id is recycled after the grace period and may come back for the other set).
+        let hop = nh(1 + round % 2);
+        t4.insert(p("0.0.0.0/0"), hop).unwrap();
+        t6.insert(p6("::/0"), hop).unwrap();
+        if round % 100 == 0 {
+            // More-specifics next to the checked addresses come and go.
+            let q = p("10.9.3.0/24");
+            let q6 = p6("2a00:1450:5000::/48");
+            if round % 200 == 0 {
+                t4.insert(q, nh(9)).unwrap();
+                t6.insert(q6, nh(9)).unwrap();
+            } else {
+                t4.remove(&q).unwrap();
+                t6.remove(&q6).unwrap();
+            }
+        }
+        if round % 5_000 == 2_500 {
+            t4.load(t4.routes()).unwrap();
+            t6.load(t6.routes()).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("reader saw a torn or missing route");
+    }
+    assert!(checked.load(Ordering::Relaxed) > 0, "readers ran");
+    // Reference counts: the default holds one set, the other routes share none with it.
+    assert_eq!(t4.nexthop_sets(), 3);
+    assert_eq!(t4.get(&p("0.0.0.0/0")), Some(nh(2).into()));
+    assert_eq!(t4.remove(&p("0.0.0.0/0")).unwrap(), nh(2).into());
+    assert_eq!(t4.nexthop_sets(), 2);
+    assert_eq!(t4.lookup_set(Ipv4Addr::new(192, 0, 2, 1)), None);
+    assert_eq!(t6.remove(&p6("::/0")).unwrap(), nh(2).into());
+    assert_eq!(t6.lookup_set(a6("2a00:1451::1")), None);
+    assert_eq!(t6.lookup_set(a6("2a00:1450:4002::1")), Some(nh(3).into()));
+}

@@ -2,6 +2,8 @@
 //! looked up longest length first. Random add / replace / delete sequences for both families,
 //! with the prefixes drawn from a small universe so that they overlap, share top-level slots,
 //! and include default routes and host routes; tables with the default and a small top level.
+//! A quarter of the changes are to the default route (kept outside the trie), and now and then
+//! the table is reloaded from its own route dump (a full rebuild, default included).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -31,6 +33,8 @@ impl<F: Family> Reference<F> {
 enum Op {
     Insert(u8, u128, u32),
     Remove(u8, u128),
+    /// `load(routes())`: a full rebuild of the same routes.
+    Reload,
 }
 
 fn nh(v: u32) -> NextHop {
@@ -57,6 +61,7 @@ fn ops(bits: u8) -> impl Strategy<Value = Vec<Op>> {
     let op = prop_oneof![
         3 => (len_strategy(bits), key_strategy(), 1u32..5).prop_map(|(l, k, v)| Op::Insert(l, k, v)),
         2 => (len_strategy(bits), key_strategy()).prop_map(|(l, k)| Op::Remove(l, k)),
+        1 => Just(Op::Reload),
     ];
     proptest::collection::vec(op, 1..120)
 }
@@ -127,7 +132,16 @@ where
                 }
                 probes.push(key);
             }
+            Op::Reload => {
+                let sets = t.nexthop_sets();
+                t.load(t.routes()).unwrap();
+                assert_eq!(t.nexthop_sets(), sets, "reload changed the interned sets");
+            }
         }
+        let distinct: std::collections::HashSet<_> =
+            r.by_len.iter().flat_map(|m| m.values()).collect();
+        assert_eq!(t.nexthop_sets(), distinct.len(), "next-hop sets in use");
+        assert_eq!(t.len(), r.by_len.iter().map(HashMap::len).sum::<usize>());
         check(&t, &r, &probes);
     }
     // The route dump agrees too.
