@@ -239,18 +239,34 @@ impl Pool {
         slot[HEADROOM..HEADROOM + frame.len()].copy_from_slice(frame);
     }
 
-    /// Hint the CPU to start loading the packet's first cache line.
+    /// Hint the CPU to start loading the packet's first cache line (at [`HEADROOM`]).
     #[inline(always)]
     pub fn prefetch(&self, p: &Pkt) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(s) = self.slots.get(p.idx as usize) {
-            let addr = s.0.get().cast::<u8>().wrapping_add(HEADROOM);
-            // SAFETY: prefetch never faults and reads nothing observable.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr.cast())
-            };
+            prefetch(s.0.get().cast::<u8>().wrapping_add(HEADROOM));
         }
     }
+
+    /// Hint the CPU to start loading the packet's metadata and first cache line: for a
+    /// vector that waited in a ring long enough to leave the cache.
+    #[inline(always)]
+    pub fn prefetch_all(&self, p: &Pkt) {
+        if let Some(m) = self.meta.get(p.idx as usize) {
+            prefetch(m.get().cast::<u8>());
+        }
+        self.prefetch(p);
+    }
+}
+
+#[inline(always)]
+fn prefetch(addr: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch never faults and reads nothing observable.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
 }
 
 #[cfg(test)]

@@ -441,6 +441,7 @@ impl Worker {
                 return 0;
             }
         }
+        let waited = l.deferred > 0;
         l.deferred = 0;
         let pool = &*self.sh.pool;
         let mut v = PktVec::new();
@@ -479,6 +480,7 @@ impl Worker {
             tx: &mut self.tx,
             st: state,
             now_ns,
+            waited,
         };
         let n = injected + input.len();
         crate::node::input::inject(&mut cx, &mut v);

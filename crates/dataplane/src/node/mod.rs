@@ -34,8 +34,10 @@ pub(crate) struct Ctx<'a> {
     pub(crate) ports: &'a [Box<[crossbeam_utils::CachePadded<crate::counters::PortCounters>]>],
     pub(crate) tx: &'a mut TxStage,
     pub(crate) st: &'a mut VrState,
-    /// Nanoseconds on the worker's monotonic clock, read once per vector.
+    /// Nanoseconds on the worker's monotonic clock, read once per poll.
     pub(crate) now_ns: u64,
+    /// The vector waited in the ingress ring over more than one poll.
+    pub(crate) waited: bool,
 }
 
 impl<'a> Ctx<'a> {
