@@ -24,6 +24,8 @@
 //! is a miss. Destinations whose route is an ECMP set are not cached: keyed by destination
 //! alone they would pin every flow to that destination to one member.
 
+use crate::counters::VrCounters;
+
 /// One cached decision.
 #[derive(Debug, Clone, Copy, Default)]
 struct Entry<K> {
@@ -157,6 +159,44 @@ impl<K: CacheKey> FlowCache<K> {
             mac,
             generation,
         };
+    }
+}
+
+impl<K: CacheKey> FlowCache<K> {
+    /// The `flow-cache` pass over a vector: `hits[i]` for `dsts[i]`, and the destinations
+    /// that missed copied in order to the front of `miss`. Returns (whether the cache was
+    /// used, so the caller may fill it; the number of misses). Counts hits and misses in
+    /// `c` (a bypassed vector counts as misses).
+    #[inline(always)]
+    pub(crate) fn probe_vector<A: Copy>(
+        &mut self,
+        dsts: &[A],
+        key: impl Fn(A) -> K,
+        generation: u64,
+        hits: &mut [Option<(u16, [u8; 6])>],
+        miss: &mut [A],
+        c: &VrCounters,
+    ) -> (bool, usize) {
+        let n = dsts.len();
+        if !self.use_for_vector(n) {
+            miss[..n].copy_from_slice(dsts);
+            if self.enabled() {
+                c.flow_misses.add(n as u64);
+            }
+            return (false, n);
+        }
+        let mut m = 0;
+        for (i, &d) in dsts.iter().enumerate() {
+            hits[i] = self.get(key(d), generation);
+            if hits[i].is_none() {
+                miss[m] = d;
+                m += 1;
+            }
+        }
+        self.record(n, n - m);
+        c.flow_hits.add((n - m) as u64);
+        c.flow_misses.add(m as u64);
+        (true, m)
     }
 }
 

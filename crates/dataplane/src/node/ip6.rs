@@ -126,26 +126,14 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
     let mut hits: [Option<(u16, [u8; 6])>; VECTOR] = [None; VECTOR];
     let mut miss_dst = [Ipv6Addr::UNSPECIFIED; VECTOR];
     let mut miss_ids: [Option<NhId>; VECTOR] = [None; VECTOR];
-    let mut m = 0;
-    let use_fc = cx.st.fc6.use_for_vector(n);
-    if use_fc {
-        for i in 0..n {
-            hits[i] = cx.st.fc6.get(dsts[i].to_bits(), generation);
-            if hits[i].is_none() {
-                miss_dst[m] = dsts[i];
-                m += 1;
-            }
-        }
-        cx.st.fc6.record(n, n - m);
-        cx.c.flow_hits.add((n - m) as u64);
-        cx.c.flow_misses.add(m as u64);
-    } else {
-        miss_dst[..n].copy_from_slice(&dsts[..n]);
-        m = n;
-        if cx.st.fc6.enabled() {
-            cx.c.flow_misses.add(n as u64);
-        }
-    }
+    let (use_fc, m) = cx.st.fc6.probe_vector(
+        &dsts[..n],
+        Ipv6Addr::to_bits,
+        generation,
+        &mut hits,
+        &mut miss_dst,
+        cx.c,
+    );
     let t1 = cycles();
     cx.count(Node::FlowCache, n, t1.wrapping_sub(t0));
     cx.vr
