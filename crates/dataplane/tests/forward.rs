@@ -1,78 +1,28 @@
 //! End to end through mem ports: frames in, frames out, bytes checked by re-parsing.
 
 mod common;
+mod util;
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::*;
-use vrhost_dataplane::{Drop, IfAddr, VrConfig};
+use util::*;
+use vrhost_dataplane::Drop;
 use vrhost_fib::NextHop;
 use vrhost_wire::{ethernet, ipv4, ipv6};
 
-const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const B: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
-const HOST_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const NH_B: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
-
-/// VR "blue": VIF a (port 0, 10.0.0.1/24), VIF b (port 1, 10.0.1.1/24); 198.51.100.0/24 via
-/// 10.0.1.2 whose MAC is known.
+/// The standard two-interface VR "blue" of `util`, built on a fresh two-port rig.
 fn blue() -> Rig {
     let mut rig = Rig::new(2);
-    let vr = rig.dp.add_vr(VrConfig::new("blue")).unwrap();
-    let a = rig
-        .dp
-        .add_vif(
-            "blue",
-            vif(
-                "a",
-                0,
-                mac(1),
-                vec![
-                    IfAddr::V4(A, 24),
-                    IfAddr::V6("2001:db8:a::1".parse().unwrap(), 64),
-                ],
-            ),
-        )
-        .unwrap();
-    let b = rig
-        .dp
-        .add_vif(
-            "blue",
-            vif(
-                "b",
-                1,
-                mac(2),
-                vec![
-                    IfAddr::V4(B, 24),
-                    IfAddr::V6("2001:db8:b::1".parse().unwrap(), 64),
-                ],
-            ),
-        )
-        .unwrap();
-    assert_eq!((a, b), (0, 1));
-    vr.fib4
-        .insert(
-            "198.51.100.0/24".parse().unwrap(),
-            NextHop::Via {
-                addr: NH_B.into(),
-                ifindex: 1,
-            },
-        )
-        .unwrap();
-    vr.fib6
-        .insert(
-            "2001:db8:ff::/48".parse().unwrap(),
-            NextHop::Via {
-                addr: "2001:db8:b::2".parse::<Ipv6Addr>().unwrap().into(),
-                ifindex: 1,
-            },
-        )
-        .unwrap();
-    vr.neigh.set(1, NH_B.into(), mac(0x22));
-    vr.neigh
-        .set(1, "2001:db8:b::2".parse::<IpAddr>().unwrap(), mac(0x22));
-    rig.worker.poll();
+    Blue::default().build(&mut rig);
     rig
+}
+
+/// "blue" with its flow cache off.
+fn no_flow_cache() -> Blue {
+    let mut b = Blue::default();
+    b.cfg.flow_cache = 0;
+    b
 }
 
 #[test]
@@ -132,11 +82,7 @@ fn local_and_arp_are_punted_malformed_is_counted() {
         ),
     );
     // ARP broadcast: punted.
-    let mut arp = vec![0, 1, 8, 0, 6, 4, 0, 1];
-    arp.extend_from_slice(&HOST_MAC.0);
-    arp.extend_from_slice(&HOST_A.octets());
-    arp.extend_from_slice(&[0; 6]);
-    arp.extend_from_slice(&A.octets());
+    let arp = arp_request(HOST_MAC, HOST_A, A);
     rig.send(
         0,
         &eth(
@@ -231,16 +177,7 @@ fn flow_cache_hits_and_follows_route_and_neighbour_changes() {
 #[test]
 fn flow_cache_off_still_forwards() {
     let mut rig = Rig::new(2);
-    let mut cfg = VrConfig::new("nocache");
-    cfg.flow_cache = 0;
-    let vr = rig.dp.add_vr(cfg).unwrap();
-    rig.dp
-        .add_vif("nocache", vif("a", 0, mac(1), vec![IfAddr::V4(A, 24)]))
-        .unwrap();
-    rig.dp
-        .add_vif("nocache", vif("b", 1, mac(2), vec![IfAddr::V4(B, 24)]))
-        .unwrap();
-    vr.neigh.set(1, NH_B.into(), mac(0x22));
+    let vr = no_flow_cache().build(&mut rig);
     rig.send(
         0,
         &eth(
@@ -271,15 +208,7 @@ fn flow_cache_off_still_forwards() {
 fn adjacency_cache_follows_neighbour_and_route_changes() {
     // Flow cache off, so every packet goes through the FIB and the adjacency cache.
     let mut rig = Rig::new(2);
-    let mut cfg = VrConfig::new("adj");
-    cfg.flow_cache = 0;
-    let vr = rig.dp.add_vr(cfg).unwrap();
-    rig.dp
-        .add_vif("adj", vif("a", 0, mac(1), vec![IfAddr::V4(A, 24)]))
-        .unwrap();
-    rig.dp
-        .add_vif("adj", vif("b", 1, mac(2), vec![IfAddr::V4(B, 24)]))
-        .unwrap();
+    let vr = no_flow_cache().build(&mut rig);
     let p: vrhost_fib::Prefix4 = "198.51.100.0/24".parse().unwrap();
     let via = |a: Ipv4Addr| NextHop::Via {
         addr: a.into(),
