@@ -1,0 +1,17 @@
+//! Port backends on Linux: the data plane's [`RxQueue`]/[`TxQueue`] over real interfaces.
+//!
+//! Why a separate crate: `vrhost-dataplane` knows nothing of Linux; everything that talks to
+//! the kernel through sockets, rings shared with it and `mmap` lives here, and so does most
+//! of the project's `unsafe` (each block says why it is sound).
+//!
+//! - [`afxdp`]: AF_XDP sockets whose UMEM is the packet pool itself (no copy between socket
+//!   and pool), with the steering XDP program loaded and attached by vrhost.
+//! - [`afpacket`]: TPACKET_V3 rings on any interface; the fallback when XDP is unavailable.
+//! - [`tap`]: a tap device per VIF for the punt/inject path of a VR's control plane.
+//!
+//! [`RxQueue`]: vrhost_dataplane::port::RxQueue
+//! [`TxQueue`]: vrhost_dataplane::port::TxQueue
+
+pub mod afpacket;
+pub mod afxdp;
+pub mod tap;
