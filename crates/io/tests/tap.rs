@@ -31,7 +31,9 @@ fn arp_request() -> Vec<u8> {
         ethertype: EtherType::ARP,
     }
     .emit(&mut ethernet::Frame::new_unchecked(&mut f[..]));
-    a.emit(&mut arp::Packet::new_unchecked(&mut f[ethernet::HEADER_LEN..]));
+    a.emit(&mut arp::Packet::new_unchecked(
+        &mut f[ethernet::HEADER_LEN..],
+    ));
     f
 }
 
@@ -90,9 +92,14 @@ fn kernel_answers_arp_written_to_the_tap() {
     assert_eq!(a.target_protocol_addr, PEER_IP);
 
     // The kernel learnt the neighbour from the request: the tap carried a real frame.
-    let neigh = ns.ip(&["neigh", "show", "192.0.2.2", "dev", "vif0"]).unwrap();
+    let neigh = ns
+        .ip(&["neigh", "show", "192.0.2.2", "dev", "vif0"])
+        .unwrap();
     let neigh = String::from_utf8_lossy(&neigh.stdout).to_string();
-    assert!(neigh.contains(&PEER_MAC.to_string()), "neighbour table: {neigh}");
+    assert!(
+        neigh.contains(&PEER_MAC.to_string()),
+        "neighbour table: {neigh}"
+    );
 
     let s = tap.stats();
     assert_eq!(s.tx, 1);
@@ -112,7 +119,8 @@ fn oversize_frames_from_the_kernel_are_counted_drops() {
     let ns = Netns::new("tap").unwrap();
     let pool = Pool::new(16);
     let mut tap = ns.run(|| Tap::create("big0")).unwrap().unwrap();
-    ns.ip(&["link", "set", "big0", "mtu", "4000", "up"]).unwrap();
+    ns.ip(&["link", "set", "big0", "mtu", "4000", "up"])
+        .unwrap();
     ns.ip(&["addr", "add", "192.0.2.1/24", "dev", "big0"])
         .unwrap();
     let peer = PEER_MAC.to_string();
