@@ -1,0 +1,3 @@
+//! The vrhost daemon (being written).
+
+fn main() {}

@@ -1,0 +1,847 @@
+//! The declarative config file: ports and virtual routers, parsed and checked whole before
+//! anything is touched.
+//!
+//! Why TOML with spans: an operator who gets a config wrong must be told where — file, line
+//! and field — and nothing may change until the whole file is good (a rejected reload leaves
+//! the running routers alone). So parsing keeps the source position of every field that a
+//! later check can reject ([`toml::Spanned`]), [`Config::parse`] does every check that needs
+//! only the file, and [`Config::check_host`] the ones that need this machine (interfaces,
+//! cores). Both run before the daemon opens a socket.
+//!
+//! ```toml
+//! [dataplane]
+//! cores = [0]                  # one forwarding worker per listed core
+//!
+//! [[port]]
+//! name = "p0"
+//! interface = "p0"
+//! backend = "auto"             # afxdp | afpacket | auto (AF_XDP, else AF_PACKET)
+//!
+//! [[vr]]
+//! name = "blue"
+//! [[vr.vif]]
+//! name = "a"
+//! port = "p0"
+//! mac = "02:76:00:00:00:01"
+//! addresses = ["10.0.0.1/24", "fd00:a::1/64"]
+//! [[vr.route]]
+//! prefix = "0.0.0.0/0"
+//! via = "10.0.0.2"
+//! [[vr.neighbor]]
+//! address = "10.0.0.2"
+//! mac = "02:76:00:00:00:02"
+//! vif = "a"
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+use vrhost_dataplane::{IfAddr, MAX_MTU};
+use vrhost_wire::EthernetAddress;
+
+/// A rejected config: where and what.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {field}: {message}")]
+pub struct ConfigError {
+    /// The file (or `<built-in>`).
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// The field, as a dotted path where known (`vr.vif.mac`).
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Which backend drives a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// AF_XDP where it can be attached, else AF_PACKET.
+    #[default]
+    Auto,
+    /// AF_XDP (the XDP program is loaded by vrhost).
+    Afxdp,
+    /// AF_PACKET TPACKET_V3.
+    Afpacket,
+}
+
+/// XDP attach mode of an AF_XDP port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// In the driver.
+    Native,
+    /// In the generic (skb) path.
+    Generic,
+}
+
+/// `[dataplane]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataplaneSection {
+    /// Cores, one forwarding worker on each.
+    #[serde(default = "default_cores")]
+    pub cores: Spanned<Vec<usize>>,
+    /// Packet slots in the pool (default: enough for every ring, at least 16384).
+    #[serde(default)]
+    pub pool: Option<Spanned<usize>>,
+}
+
+fn default_cores() -> Spanned<Vec<usize>> {
+    Spanned::new(0..0, vec![0])
+}
+
+impl Default for DataplaneSection {
+    fn default() -> Self {
+        DataplaneSection {
+            cores: default_cores(),
+            pool: None,
+        }
+    }
+}
+
+/// `[control]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSection {
+    /// Each VR's control plane lives in namespace `<netns_prefix><vr name>`.
+    #[serde(default = "default_prefix")]
+    pub netns_prefix: String,
+    /// Whether to build those namespaces with a tap per VIF (punt/inject). Without them,
+    /// punted packets are counted and dropped.
+    #[serde(default = "yes")]
+    pub taps: bool,
+}
+
+fn default_prefix() -> String {
+    "vr-".into()
+}
+fn yes() -> bool {
+    true
+}
+
+impl Default for ControlSection {
+    fn default() -> Self {
+        ControlSection {
+            netns_prefix: default_prefix(),
+            taps: true,
+        }
+    }
+}
+
+/// `[[port]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortSpec {
+    /// Name VIFs refer to.
+    pub name: Spanned<String>,
+    /// Linux interface.
+    pub interface: Spanned<String>,
+    /// Backend.
+    #[serde(default)]
+    pub backend: Backend,
+    /// Queues; must equal the number of cores (each worker polls one queue of every port).
+    #[serde(default)]
+    pub queues: Option<Spanned<u32>>,
+    /// XDP attach mode (AF_XDP only; default native, falling back to generic).
+    #[serde(default)]
+    pub xdp_mode: Option<XdpMode>,
+    /// Zero-copy bind (AF_XDP only; default: try, fall back to copy).
+    #[serde(default)]
+    pub zero_copy: Option<bool>,
+}
+
+/// How a VIF's frames are recognised on its port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DemuxSpec {
+    /// By the VIF's MAC.
+    #[default]
+    Mac,
+    /// By VLAN id.
+    Vlan,
+}
+
+/// `[[vr.vif]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VifSpec {
+    /// Name (also the tap's name): at most 15 bytes.
+    pub name: Spanned<String>,
+    /// Port name.
+    pub port: Spanned<String>,
+    /// MAC address.
+    pub mac: Spanned<String>,
+    /// 802.1Q VLAN id.
+    #[serde(default)]
+    pub vlan: Option<Spanned<u16>>,
+    /// Demux key.
+    #[serde(default)]
+    pub demux: DemuxSpec,
+    /// IP MTU.
+    #[serde(default = "default_mtu")]
+    pub mtu: Spanned<u16>,
+    /// Addresses with prefix length (`10.0.0.1/24`).
+    #[serde(default)]
+    pub addresses: Vec<Spanned<String>>,
+}
+
+fn default_mtu() -> Spanned<u16> {
+    Spanned::new(0..0, 1500)
+}
+
+/// What a route does when it is not forwarded via a neighbour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteType {
+    /// Discard silently.
+    Blackhole,
+    /// Discard with ICMP unreachable.
+    Unreachable,
+    /// Discard with ICMP administratively prohibited.
+    Prohibit,
+    /// For the router itself (punted).
+    Local,
+}
+
+/// `[[vr.route]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    /// Destination prefix.
+    pub prefix: Spanned<String>,
+    /// Next-hop address (must be on one of the VR's subnets).
+    #[serde(default)]
+    pub via: Option<Spanned<String>>,
+    /// Outgoing VIF (default: the VIF whose subnet holds `via`).
+    #[serde(default)]
+    pub vif: Option<Spanned<String>>,
+    /// A route that is not forwarded.
+    #[serde(default, rename = "type")]
+    pub kind: Option<Spanned<RouteType>>,
+}
+
+/// `[[vr.neighbor]]`: a static neighbour.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeighSpec {
+    /// Its address (must be inside one of the VIF's prefixes).
+    pub address: Spanned<String>,
+    /// Its MAC.
+    pub mac: Spanned<String>,
+    /// The VIF it is reached through.
+    pub vif: Spanned<String>,
+}
+
+/// `[[vr]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VrSpec {
+    /// Unique name.
+    pub name: Spanned<String>,
+    /// Scheduling weight (≥ 1).
+    #[serde(default = "default_weight")]
+    pub weight: Spanned<u32>,
+    /// Interfaces.
+    #[serde(default, rename = "vif")]
+    pub vifs: Vec<VifSpec>,
+    /// Static routes.
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteSpec>,
+    /// Static neighbours.
+    #[serde(default, rename = "neighbor", alias = "neighbour")]
+    pub neighbors: Vec<NeighSpec>,
+}
+
+fn default_weight() -> Spanned<u32> {
+    Spanned::new(0..0, 1)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    #[serde(default)]
+    dataplane: DataplaneSection,
+    #[serde(default)]
+    control: ControlSection,
+    #[serde(default, rename = "port")]
+    ports: Vec<PortSpec>,
+    #[serde(default, rename = "vr")]
+    vrs: Vec<VrSpec>,
+}
+
+/// A parsed, checked config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Where it came from (for messages).
+    pub file: String,
+    /// Its text (to place later errors).
+    pub text: String,
+    /// `[dataplane]`.
+    pub dataplane: DataplaneSection,
+    /// `[control]`.
+    pub control: ControlSection,
+    /// `[[port]]`s.
+    pub ports: Vec<PortSpec>,
+    /// `[[vr]]`s.
+    pub vrs: Vec<VrSpec>,
+}
+
+/// The checked form of one VR, ready to apply to the data plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VrPlan {
+    /// Name.
+    pub name: String,
+    /// Weight.
+    pub weight: u32,
+    /// Interfaces in order (VIF ids are their indexes).
+    pub vifs: Vec<VifPlan>,
+    /// Routes: prefix, what to do.
+    pub routes: Vec<(IpPrefixSpec, RoutePlan)>,
+    /// Static neighbours: VIF index, address, MAC.
+    pub neighbors: Vec<(usize, IpAddr, EthernetAddress)>,
+}
+
+/// One VIF, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VifPlan {
+    /// Name.
+    pub name: String,
+    /// Index of its port in `Config::ports`.
+    pub port: usize,
+    /// MAC.
+    pub mac: EthernetAddress,
+    /// VLAN.
+    pub vlan: Option<u16>,
+    /// Demux key.
+    pub demux: DemuxSpec,
+    /// MTU.
+    pub mtu: u16,
+    /// Addresses.
+    pub addrs: Vec<IfAddr>,
+}
+
+/// A prefix of either family, as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpPrefixSpec {
+    /// IPv4.
+    V4(vrhost_fib::Prefix4),
+    /// IPv6.
+    V6(vrhost_fib::Prefix6),
+}
+
+/// What a static route does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoutePlan {
+    /// Via a neighbour out of a VIF (index).
+    Via(IpAddr, usize),
+    /// Straight out of a VIF (destination on link).
+    Attached(usize),
+    /// Not forwarded.
+    Special(RouteType),
+}
+
+/// The built-in example: one VR on two ports of the demo lab (`vrhost run` without a file).
+pub const EXAMPLE: &str = include_str!("example.toml");
+
+impl Config {
+    /// Read and check a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            line: 0,
+            column: 0,
+            field: "-".into(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Config::parse(&file, &text)
+    }
+
+    /// Parse and check `text` (everything that needs only the file).
+    pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+        let raw: Raw = toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+            ConfigError {
+                file: file.into(),
+                line,
+                column,
+                field: e
+                    .span()
+                    .and_then(|s| key_at(text, s.start))
+                    .unwrap_or_else(|| "-".into()),
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        let c = Config {
+            file: file.into(),
+            text: text.into(),
+            dataplane: raw.dataplane,
+            control: raw.control,
+            ports: raw.ports,
+            vrs: raw.vrs,
+        };
+        c.check()?;
+        Ok(c)
+    }
+
+    /// An error at `span` of this file.
+    pub fn error_at(
+        &self,
+        span: std::ops::Range<usize>,
+        field: &str,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        let (line, column) = line_col(&self.text, span.start);
+        ConfigError {
+            file: self.file.clone(),
+            line,
+            column,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    fn err<T>(&self, s: &Spanned<T>, field: &str, message: impl Into<String>) -> ConfigError {
+        self.error_at(s.span(), field, message)
+    }
+
+    /// Number of forwarding workers.
+    pub fn workers(&self) -> usize {
+        self.dataplane.cores.get_ref().len()
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let cores = &self.dataplane.cores;
+        if cores.get_ref().is_empty() {
+            return Err(self.err(cores, "dataplane.cores", "needs at least one core"));
+        }
+        let mut seen = HashSet::new();
+        for c in cores.get_ref() {
+            if !seen.insert(c) {
+                return Err(self.err(cores, "dataplane.cores", format!("core {c} listed twice")));
+            }
+        }
+        if let Some(p) = &self.dataplane.pool
+            && !(1024..=1 << 22).contains(p.get_ref())
+        {
+            return Err(self.err(p, "dataplane.pool", "must be 1024..=4194304 slots"));
+        }
+        let prefix = &self.control.netns_prefix;
+        if prefix.contains('/') || prefix.len() > 32 {
+            return Err(self.error_at(
+                0..0,
+                "control.netns_prefix",
+                format!("{prefix:?} is not usable in a namespace name"),
+            ));
+        }
+        if self.ports.is_empty() {
+            return Err(self.error_at(0..0, "port", "the config names no [[port]]"));
+        }
+        let mut names = HashSet::new();
+        let mut ifaces = HashSet::new();
+        for p in &self.ports {
+            if p.name.get_ref().is_empty() || !names.insert(p.name.get_ref().as_str()) {
+                return Err(self.err(&p.name, "port.name", "empty or used twice"));
+            }
+            let i = p.interface.get_ref();
+            if i.is_empty() || i.len() > 15 || i.contains('/') || i.contains(char::is_whitespace) {
+                return Err(self.err(&p.interface, "port.interface", "not an interface name"));
+            }
+            if !ifaces.insert(i.as_str()) {
+                return Err(self.err(
+                    &p.interface,
+                    "port.interface",
+                    format!("interface {i:?} is used by two ports"),
+                ));
+            }
+            if let Some(q) = &p.queues
+                && *q.get_ref() as usize != self.workers()
+            {
+                return Err(self.err(
+                    q,
+                    "port.queues",
+                    format!(
+                        "{} but there are {} cores: each worker polls one queue of every port",
+                        q.get_ref(),
+                        self.workers()
+                    ),
+                ));
+            }
+            if p.backend == Backend::Afpacket && (p.xdp_mode.is_some() || p.zero_copy.is_some()) {
+                return Err(self.err(
+                    &p.name,
+                    "port.xdp_mode",
+                    "xdp_mode and zero_copy apply to AF_XDP ports only",
+                ));
+            }
+        }
+        let mut vr_names = HashSet::new();
+        // (port, vlan, mac) → VR/VIF that owns it, for MAC clashes across VRs.
+        let mut macs: HashMap<(usize, Option<u16>, EthernetAddress), String> = HashMap::new();
+        for vr in &self.vrs {
+            let n = vr.name.get_ref();
+            if n.is_empty()
+                || n.len() > 32
+                || !n
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(self.err(
+                    &vr.name,
+                    "vr.name",
+                    format!("{n:?}: use 1–32 letters, digits, '-' or '_'"),
+                ));
+            }
+            if !vr_names.insert(n.as_str()) {
+                return Err(self.err(&vr.name, "vr.name", format!("VR {n:?} defined twice")));
+            }
+            let plan = self.plan_vr(vr)?;
+            for (vif, spec) in plan.vifs.iter().zip(&vr.vifs) {
+                let key = (vif.port, vif.vlan, vif.mac);
+                let who = format!("{}/{}", plan.name, vif.name);
+                if let Some(other) = macs.insert(key, who) {
+                    return Err(self.err(
+                        &spec.mac,
+                        "vr.vif.mac",
+                        format!(
+                            "{} is already used by {other} on port {:?}",
+                            vif.mac,
+                            self.ports[vif.port].name.get_ref()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Check one VR and turn it into what the data plane needs.
+    pub fn plan_vr(&self, vr: &VrSpec) -> Result<VrPlan, ConfigError> {
+        if *vr.weight.get_ref() == 0 {
+            return Err(self.err(&vr.weight, "vr.weight", "must be at least 1"));
+        }
+        let mut vifs = Vec::new();
+        let mut vif_names = HashSet::new();
+        for v in &vr.vifs {
+            let n = v.name.get_ref();
+            if n.is_empty() || n.len() > 15 || n.contains('/') || n.contains(char::is_whitespace) {
+                return Err(self.err(
+                    &v.name,
+                    "vr.vif.name",
+                    format!("{n:?} is not an interface name (1–15 bytes)"),
+                ));
+            }
+            if !vif_names.insert(n.as_str()) {
+                return Err(self.err(&v.name, "vr.vif.name", format!("{n:?} used twice")));
+            }
+            let port = self
+                .ports
+                .iter()
+                .position(|p| p.name.get_ref() == v.port.get_ref())
+                .ok_or_else(|| {
+                    self.err(
+                        &v.port,
+                        "vr.vif.port",
+                        format!("no [[port]] named {:?}", v.port.get_ref()),
+                    )
+                })?;
+            let mac = parse_mac(v.mac.get_ref())
+                .filter(EthernetAddress::is_unicast)
+                .ok_or_else(|| {
+                    self.err(
+                        &v.mac,
+                        "vr.vif.mac",
+                        format!("{:?} is not a unicast MAC address", v.mac.get_ref()),
+                    )
+                })?;
+            if let Some(vlan) = &v.vlan
+                && !(1..=4094).contains(vlan.get_ref())
+            {
+                return Err(self.err(vlan, "vr.vif.vlan", "must be 1..=4094"));
+            }
+            if v.demux == DemuxSpec::Vlan && v.vlan.is_none() {
+                return Err(self.err(&v.name, "vr.vif.demux", "demux = \"vlan\" needs a vlan"));
+            }
+            if !(68..=MAX_MTU).contains(v.mtu.get_ref()) {
+                return Err(self.err(&v.mtu, "vr.vif.mtu", format!("must be 68..={MAX_MTU}")));
+            }
+            let mut addrs = Vec::new();
+            for a in &v.addresses {
+                let ifa = parse_ifaddr(a.get_ref()).ok_or_else(|| {
+                    self.err(
+                        a,
+                        "vr.vif.addresses",
+                        format!("{:?} is not ADDRESS/LENGTH", a.get_ref()),
+                    )
+                })?;
+                let usable = match ifa {
+                    IfAddr::V4(ip, _) => {
+                        !(ip.is_multicast() || ip.is_broadcast() || ip.is_unspecified())
+                    }
+                    IfAddr::V6(ip, _) => !(ip.is_multicast() || ip.is_unspecified()),
+                };
+                if !usable {
+                    return Err(self.err(
+                        a,
+                        "vr.vif.addresses",
+                        format!("{} is not a unicast address", a.get_ref()),
+                    ));
+                }
+                addrs.push(ifa);
+            }
+            vifs.push(VifPlan {
+                name: n.clone(),
+                port,
+                mac,
+                vlan: v.vlan.as_ref().map(|v| *v.get_ref()),
+                demux: v.demux,
+                mtu: *v.mtu.get_ref(),
+                addrs,
+            });
+        }
+        let vif_index = |s: &Spanned<String>, field: &str| {
+            vifs.iter()
+                .position(|v| v.name == *s.get_ref())
+                .ok_or_else(|| {
+                    self.err(
+                        s,
+                        field,
+                        format!("VR {:?} has no vif {:?}", vr.name.get_ref(), s.get_ref()),
+                    )
+                })
+        };
+        let on_link = |i: usize, a: IpAddr| vifs[i].addrs.iter().any(|x| subnet_has(x, a));
+        let mut routes = Vec::new();
+        for r in &vr.routes {
+            let prefix = parse_prefix(r.prefix.get_ref()).ok_or_else(|| {
+                self.err(
+                    &r.prefix,
+                    "vr.route.prefix",
+                    format!(
+                        "{:?} is not a prefix (ADDRESS/LENGTH, host bits zero)",
+                        r.prefix.get_ref()
+                    ),
+                )
+            })?;
+            let plan = match (&r.kind, &r.via, &r.vif) {
+                (Some(k), None, None) => RoutePlan::Special(*k.get_ref()),
+                (Some(k), _, _) => {
+                    return Err(self.err(k, "vr.route.type", "a typed route takes no via or vif"));
+                }
+                (None, Some(via), vif) => {
+                    let a: IpAddr = via.get_ref().parse().map_err(|_| {
+                        self.err(
+                            via,
+                            "vr.route.via",
+                            format!("{:?} is not an address", via.get_ref()),
+                        )
+                    })?;
+                    let i = match vif {
+                        Some(v) => {
+                            let i = vif_index(v, "vr.route.vif")?;
+                            if !on_link(i, a) {
+                                return Err(self.err(
+                                    via,
+                                    "vr.route.via",
+                                    format!("{a} is outside every prefix of vif {:?}", v.get_ref()),
+                                ));
+                            }
+                            i
+                        }
+                        None => (0..vifs.len()).find(|&i| on_link(i, a)).ok_or_else(|| {
+                            self.err(
+                                via,
+                                "vr.route.via",
+                                format!(
+                                    "{a} is not inside any vif's prefix of VR {:?}",
+                                    vr.name.get_ref()
+                                ),
+                            )
+                        })?,
+                    };
+                    RoutePlan::Via(a, i)
+                }
+                (None, None, Some(v)) => RoutePlan::Attached(vif_index(v, "vr.route.vif")?),
+                (None, None, None) => {
+                    return Err(self.err(&r.prefix, "vr.route", "needs via, vif or type"));
+                }
+            };
+            routes.push((prefix, plan));
+        }
+        let mut neighbors = Vec::new();
+        for n in &vr.neighbors {
+            let i = vif_index(&n.vif, "vr.neighbor.vif")?;
+            let a: IpAddr = n.address.get_ref().parse().map_err(|_| {
+                self.err(
+                    &n.address,
+                    "vr.neighbor.address",
+                    format!("{:?} is not an address", n.address.get_ref()),
+                )
+            })?;
+            if !on_link(i, a) {
+                return Err(self.err(
+                    &n.address,
+                    "vr.neighbor.address",
+                    format!("{a} is outside every prefix of vif {:?}", n.vif.get_ref()),
+                ));
+            }
+            let mac = parse_mac(n.mac.get_ref())
+                .filter(EthernetAddress::is_unicast)
+                .ok_or_else(|| {
+                    self.err(
+                        &n.mac,
+                        "vr.neighbor.mac",
+                        format!("{:?} is not a unicast MAC", n.mac.get_ref()),
+                    )
+                })?;
+            neighbors.push((i, a, mac));
+        }
+        Ok(VrPlan {
+            name: vr.name.get_ref().clone(),
+            weight: *vr.weight.get_ref(),
+            vifs,
+            routes,
+            neighbors,
+        })
+    }
+
+    /// Every VR, planned (cannot fail after `parse`).
+    pub fn plans(&self) -> Vec<VrPlan> {
+        self.vrs
+            .iter()
+            .filter_map(|v| self.plan_vr(v).ok())
+            .collect()
+    }
+
+    /// Checks that need this machine: every interface exists in the calling thread's
+    /// namespace, every core exists and this process may run on it.
+    pub fn check_host(&self) -> Result<(), ConfigError> {
+        for p in &self.ports {
+            if ifindex(p.interface.get_ref()) == 0 {
+                return Err(self.err(
+                    &p.interface,
+                    "port.interface",
+                    format!("no interface {:?} on this host", p.interface.get_ref()),
+                ));
+            }
+        }
+        let allowed = allowed_cores();
+        for c in self.dataplane.cores.get_ref() {
+            if !allowed.contains(c) {
+                return Err(self.err(
+                    &self.dataplane.cores,
+                    "dataplane.cores",
+                    format!("core {c} does not exist or is not allowed (usable: {allowed:?})"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether reloading to `next` would need a restart (ports, cores or control changed).
+    pub fn restart_needed(&self, next: &Config) -> Option<&'static str> {
+        if self.ports != next.ports {
+            Some("[[port]] sections changed")
+        } else if self.dataplane != next.dataplane {
+            Some("[dataplane] changed")
+        } else if self.control != next.control {
+            Some("[control] changed")
+        } else {
+            None
+        }
+    }
+}
+
+/// The interface's index in the calling thread's namespace, 0 if there is none.
+pub fn ifindex(name: &str) -> u32 {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return 0;
+    };
+    // SAFETY: a valid NUL-terminated string; the call only reads it.
+    unsafe { libc::if_nametoindex(c.as_ptr()) }
+}
+
+/// Cores this process may run on.
+pub fn allowed_cores() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for this thread.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pointer and size describe `set`.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `c` is below CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let at = at.min(text.len());
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, column)
+}
+
+/// The key on the line where `at` falls (`key = value`), for parse errors.
+fn key_at(text: &str, at: usize) -> Option<String> {
+    let at = at.min(text.len());
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next()?;
+    let (k, _) = line.split_once('=')?;
+    let k = k.trim();
+    (!k.is_empty() && !k.starts_with('[')).then(|| k.to_string())
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<EthernetAddress> {
+    let mut b = [0u8; 6];
+    let mut parts = s.split(':');
+    for x in &mut b {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *x = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(EthernetAddress(b))
+}
+
+/// `10.0.0.1/24` or `fd00::1/64`.
+pub fn parse_ifaddr(s: &str) -> Option<IfAddr> {
+    let (a, l) = s.split_once('/')?;
+    let len: u8 = l.parse().ok()?;
+    match a.parse::<IpAddr>().ok()? {
+        IpAddr::V4(a) if len <= 32 => Some(IfAddr::V4(a, len)),
+        IpAddr::V6(a) if len <= 128 => Some(IfAddr::V6(a, len)),
+        _ => None,
+    }
+}
+
+/// A prefix with its host bits zero.
+pub fn parse_prefix(s: &str) -> Option<IpPrefixSpec> {
+    if s.contains(':') {
+        s.parse().ok().map(IpPrefixSpec::V6)
+    } else {
+        s.parse().ok().map(IpPrefixSpec::V4)
+    }
+}
+
+fn subnet_has(a: &IfAddr, x: IpAddr) -> bool {
+    match (*a, x) {
+        (IfAddr::V4(n, l), IpAddr::V4(x)) => vrhost_fib::Prefix4::new_masked(n, l).contains(x),
+        (IfAddr::V6(n, l), IpAddr::V6(x)) => vrhost_fib::Prefix6::new_masked(n, l).contains(x),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests;

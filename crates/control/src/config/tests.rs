@@ -1,0 +1,249 @@
+//! Config parsing and checking: good files parse into the expected plan; every kind of bad
+//! input names the file, line and field.
+
+use super::*;
+
+fn err(text: &str) -> ConfigError {
+    Config::parse("t.toml", text).expect_err("should be refused")
+}
+
+const BASE: &str = r#"
+[dataplane]
+cores = [0]
+
+[[port]]
+name = "p0"
+interface = "lo"
+
+[[port]]
+name = "p1"
+interface = "lo2"
+backend = "afpacket"
+"#;
+
+fn with(vr: &str) -> String {
+    format!("{BASE}\n{vr}")
+}
+
+const VR: &str = r#"
+[[vr]]
+name = "blue"
+weight = 2
+[[vr.vif]]
+name = "a"
+port = "p0"
+mac = "02:00:00:00:00:01"
+addresses = ["10.0.0.1/24", "fd00::1/64"]
+[[vr.vif]]
+name = "b"
+port = "p1"
+mac = "02:00:00:00:00:02"
+vlan = 7
+addresses = ["10.0.1.1/24"]
+[[vr.route]]
+prefix = "0.0.0.0/0"
+via = "10.0.1.2"
+[[vr.route]]
+prefix = "192.0.2.0/24"
+type = "blackhole"
+[[vr.neighbor]]
+address = "10.0.1.2"
+mac = "02:00:00:00:00:22"
+vif = "b"
+"#;
+
+#[test]
+fn a_good_file_becomes_a_plan() {
+    let c = Config::parse("t.toml", &with(VR)).unwrap();
+    assert_eq!(c.workers(), 1);
+    assert_eq!(c.ports.len(), 2);
+    assert_eq!(c.ports[1].backend, Backend::Afpacket);
+    let p = &c.plans()[0];
+    assert_eq!(p.name, "blue");
+    assert_eq!(p.weight, 2);
+    assert_eq!(p.vifs[1].port, 1);
+    assert_eq!(p.vifs[1].vlan, Some(7));
+    assert_eq!(p.vifs[0].mac, EthernetAddress([2, 0, 0, 0, 0, 1]));
+    assert_eq!(
+        p.vifs[0].addrs,
+        vec![
+            IfAddr::V4("10.0.0.1".parse().unwrap(), 24),
+            IfAddr::V6("fd00::1".parse().unwrap(), 64)
+        ]
+    );
+    assert_eq!(
+        p.routes[0].1,
+        RoutePlan::Via("10.0.1.2".parse().unwrap(), 1),
+        "via resolved to the vif whose subnet holds it"
+    );
+    assert_eq!(p.routes[1].1, RoutePlan::Special(RouteType::Blackhole));
+    assert_eq!(
+        p.neighbors,
+        vec![(
+            1,
+            "10.0.1.2".parse().unwrap(),
+            EthernetAddress([2, 0, 0, 0, 0, 0x22])
+        )]
+    );
+}
+
+#[test]
+fn the_builtin_example_parses() {
+    let c = Config::parse("<built-in>", EXAMPLE).unwrap();
+    assert_eq!(c.plans().len(), 2);
+}
+
+#[test]
+fn syntax_and_unknown_fields_name_line_and_field() {
+    let e = err(&with(&VR.replace("weight = 2", "wieght = 2")));
+    assert_eq!(e.file, "t.toml");
+    assert!(e.message.contains("wieght"), "{e}");
+    let line = with(VR)
+        .lines()
+        .position(|l| l.contains("weight = 2"))
+        .unwrap()
+        + 1;
+    assert_eq!(e.line, line, "{e}");
+
+    let e = err(&with(&VR.replace("weight = 2", "weight = \"two\"")));
+    assert_eq!(e.field, "weight", "{e}");
+    assert_eq!(e.line, line);
+}
+
+#[test]
+fn bad_values_are_refused_with_their_field() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "mac = \"02:00:00:00:00:01\"",
+            "mac = \"01:00:5e:00:00:01\"",
+            "vr.vif.mac",
+        ),
+        (
+            "mac = \"02:00:00:00:00:01\"",
+            "mac = \"nonsense\"",
+            "vr.vif.mac",
+        ),
+        ("weight = 2", "weight = 0", "vr.weight"),
+        ("vlan = 7", "vlan = 4095", "vr.vif.vlan"),
+        ("port = \"p1\"", "port = \"p9\"", "vr.vif.port"),
+        ("\"10.0.1.1/24\"]", "\"10.0.1.1/33\"]", "vr.vif.addresses"),
+        ("\"10.0.1.1/24\"]", "\"224.0.0.1/24\"]", "vr.vif.addresses"),
+        ("via = \"10.0.1.2\"", "via = \"10.9.9.9\"", "vr.route.via"),
+        (
+            "prefix = \"0.0.0.0/0\"",
+            "prefix = \"10.0.0.1/8\"",
+            "vr.route.prefix",
+        ),
+        (
+            "address = \"10.0.1.2\"",
+            "address = \"10.0.0.2\"",
+            "vr.neighbor.address",
+        ),
+        ("vif = \"b\"\n", "vif = \"c\"\n", "vr.neighbor.vif"),
+        (
+            "name = \"a\"",
+            "name = \"a-name-too-long-for-a-tap\"",
+            "vr.vif.name",
+        ),
+        ("name = \"blue\"", "name = \"bad/name\"", "vr.name"),
+    ];
+    for (from, to, field) in cases {
+        let text = with(&VR.replacen(from, to, 1));
+        assert_ne!(text, with(VR), "case {to} did not change the file");
+        let e = err(&text);
+        assert_eq!(e.field, *field, "{to}: {e}");
+        let want = text
+            .lines()
+            .position(|l| l.contains(to.trim_end()))
+            .unwrap()
+            + 1;
+        assert_eq!(e.line, want, "{to}: {e}");
+        assert!(e.to_string().starts_with(&format!("t.toml:{want}:")), "{e}");
+    }
+}
+
+#[test]
+fn duplicates_are_refused() {
+    let twice = with(&format!("{VR}{}", VR.replace("weight = 2", "weight = 3")));
+    let e = err(&twice);
+    assert_eq!(e.field, "vr.name");
+    assert!(e.message.contains("twice"), "{e}");
+
+    // Another VR with a MAC already used on the same port and VLAN.
+    let other = VR
+        .replace("name = \"blue\"", "name = \"green\"")
+        .replace("mac = \"02:00:00:00:00:02\"", "mac = \"02:00:00:00:00:03\"");
+    let e = err(&with(&format!("{VR}{other}")));
+    assert_eq!(e.field, "vr.vif.mac");
+    assert!(e.message.contains("blue/a"), "{e}");
+    // The same MAC on another VLAN is a different key, so it is allowed.
+    let vlan = other.replacen("port = \"p0\"", "port = \"p0\"\nvlan = 9", 1);
+    Config::parse("t.toml", &with(&format!("{VR}{vlan}"))).unwrap();
+
+    let e = err(&format!(
+        "{BASE}\n[[port]]\nname = \"p2\"\ninterface = \"lo\"\n"
+    ));
+    assert_eq!(e.field, "port.interface");
+    let e = err(&BASE.replace("cores = [0]", "cores = [0, 0]"));
+    assert_eq!(e.field, "dataplane.cores");
+}
+
+#[test]
+fn queues_must_match_cores() {
+    let text = BASE.replace("interface = \"lo\"", "interface = \"lo\"\nqueues = 2");
+    let e = err(&text);
+    assert_eq!(e.field, "port.queues");
+    let ok = text.replace("cores = [0]", "cores = [0, 1]");
+    Config::parse("t.toml", &ok).unwrap();
+}
+
+#[test]
+fn host_checks_name_missing_interfaces_and_cores() {
+    let c = Config::parse("t.toml", BASE).unwrap();
+    // "lo" exists everywhere, "lo2" nowhere.
+    let e = c.check_host().unwrap_err();
+    assert_eq!(e.field, "port.interface");
+    assert!(e.message.contains("lo2"), "{e}");
+    assert_eq!(
+        e.line,
+        BASE.lines().position(|l| l.contains("\"lo2\"")).unwrap() + 1
+    );
+
+    let one = "[dataplane]\ncores = [4096]\n[[port]]\nname = \"p0\"\ninterface = \"lo\"\n";
+    let e = Config::parse("t.toml", one)
+        .unwrap()
+        .check_host()
+        .unwrap_err();
+    assert_eq!(e.field, "dataplane.cores");
+    assert!(e.message.contains("4096"), "{e}");
+}
+
+#[test]
+fn reload_tells_what_needs_a_restart() {
+    let a = Config::parse("t.toml", &with(VR)).unwrap();
+    let b = Config::parse("t.toml", &with(&VR.replace("weight = 2", "weight = 5"))).unwrap();
+    assert_eq!(a.restart_needed(&b), None);
+    let c = Config::parse("t.toml", &with(VR).replace("\"lo2\"", "\"lo3\"")).unwrap();
+    assert!(a.restart_needed(&c).is_some());
+}
+
+#[test]
+fn mac_and_prefix_parsers() {
+    assert_eq!(
+        parse_mac("02:aa:BB:0c:00:ff"),
+        Some(EthernetAddress([2, 0xaa, 0xbb, 0xc, 0, 0xff]))
+    );
+    for bad in [
+        "",
+        "02:aa:bb:0c:00",
+        "02:aa:bb:0c:00:ff:00",
+        "2:aa:bb:0c:00:ff",
+        "zz:aa:bb:0c:00:ff",
+    ] {
+        assert_eq!(parse_mac(bad), None, "{bad}");
+    }
+    assert!(parse_prefix("10.0.0.0/8").is_some());
+    assert!(parse_prefix("10.0.0.1/8").is_none());
+    assert!(parse_prefix("fd00::/8").is_some());
+    assert!(parse_ifaddr("10.0.0.1").is_none());
+}

@@ -1,0 +1,3 @@
+//! vrhost's control side (being written).
+
+pub mod config;
