@@ -1,0 +1,117 @@
+//! Turning a checked [`VrPlan`] into a running VR in the data plane, and taking it out again.
+//!
+//! Why all-or-nothing: a reload adds VRs one by one while the others forward; if one step
+//! of a VR fails (say the data plane refuses a demux clash the file could not show), the
+//! half-built VR is removed again, so the data plane never holds a VR that differs from its
+//! config. Other VRs are never touched.
+
+use std::sync::Arc;
+
+use vrhost_dataplane::port::PortId;
+use vrhost_dataplane::{Dataplane, DemuxKey, DpError, IfAddr, VifConfig, Vr, VrConfig};
+use vrhost_fib::{FibError, NextHop};
+
+use crate::config::{DemuxSpec, IpPrefixSpec, RoutePlan, RouteType, VrPlan};
+
+/// Why a VR could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The data plane refused it.
+    #[error("virtual router {vr:?}: {source}")]
+    Dataplane {
+        /// The VR.
+        vr: String,
+        /// Why.
+        source: DpError,
+    },
+    /// A route could not be installed.
+    #[error("virtual router {vr:?}: route {prefix}: {source}")]
+    Route {
+        /// The VR.
+        vr: String,
+        /// The prefix.
+        prefix: String,
+        /// Why.
+        source: FibError,
+    },
+}
+
+/// The data-plane side of a VIF plan.
+pub fn vif_config(v: &crate::config::VifPlan, ports: &[PortId]) -> VifConfig {
+    VifConfig {
+        name: v.name.clone(),
+        port: ports[v.port],
+        vlan: v.vlan,
+        key: match v.demux {
+            DemuxSpec::Mac => DemuxKey::Mac,
+            DemuxSpec::Vlan => DemuxKey::Vlan,
+        },
+        mac: v.mac,
+        mtu: v.mtu,
+        addrs: v.addrs.clone(),
+    }
+}
+
+/// Create the VR with its VIFs, routes and static neighbours. `ports[i]` is the data-plane
+/// port of the config's i-th `[[port]]`. On error nothing of the VR is left.
+pub fn add_vr(dp: &Dataplane, plan: &VrPlan, ports: &[PortId]) -> Result<Arc<Vr>, ApplyError> {
+    let dperr = |source| ApplyError::Dataplane {
+        vr: plan.name.clone(),
+        source,
+    };
+    let mut cfg = VrConfig::new(plan.name.clone());
+    cfg.weight = plan.weight;
+    let vr = dp.add_vr(cfg).map_err(dperr)?;
+    let built = (|| {
+        for v in &plan.vifs {
+            dp.add_vif(&plan.name, vif_config(v, ports))
+                .map_err(dperr)?;
+        }
+        for (prefix, route) in &plan.routes {
+            let hop = match *route {
+                RoutePlan::Via(addr, vif) => NextHop::Via {
+                    addr,
+                    ifindex: vif as u32,
+                },
+                RoutePlan::Attached(vif) => NextHop::Attached {
+                    ifindex: vif as u32,
+                },
+                RoutePlan::Special(RouteType::Blackhole) => NextHop::Drop,
+                RoutePlan::Special(RouteType::Unreachable) => NextHop::Unreachable,
+                RoutePlan::Special(RouteType::Prohibit) => NextHop::Prohibit,
+                RoutePlan::Special(RouteType::Local) => NextHop::Local,
+            };
+            let (r, name) = match prefix {
+                IpPrefixSpec::V4(p) => (vr.fib4.insert(*p, hop).map(drop), p.to_string()),
+                IpPrefixSpec::V6(p) => (vr.fib6.insert(*p, hop).map(drop), p.to_string()),
+            };
+            r.map_err(|source| ApplyError::Route {
+                vr: plan.name.clone(),
+                prefix: name,
+                source,
+            })?;
+        }
+        for &(vif, addr, mac) in &plan.neighbors {
+            vr.neigh.set(vif as u16, addr, mac);
+        }
+        Ok(())
+    })();
+    match built {
+        Ok(()) => Ok(vr),
+        Err(e) => {
+            let _ = dp.remove_vr(&plan.name);
+            Err(e)
+        }
+    }
+}
+
+/// The addresses of a VIF as `ip addr add` arguments (`10.0.0.1/24`).
+pub fn addr_strings(addrs: &[IfAddr]) -> Vec<String> {
+    addrs
+        .iter()
+        .map(|a| match a {
+            IfAddr::V4(a, l) => format!("{a}/{l}"),
+            IfAddr::V6(a, l) => format!("{a}/{l}"),
+        })
+        .collect()
+}
