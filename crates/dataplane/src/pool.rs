@@ -16,8 +16,29 @@
 //! Slot layout: `HEADROOM` bytes in front of the frame so a VLAN tag (or more) can be pushed
 //! without moving the payload, then up to [`MAX_FRAME`] bytes of frame. Per-packet metadata
 //! ([`Meta`]) is kept in a parallel array, out of the frame's cache lines.
+//!
+//! The slot region is one page-aligned allocation of `capacity × SLOT_SIZE` bytes, because
+//! an AF_XDP UMEM must start on a page and be cut into equal chunks: registered as is, slot
+//! `i` is chunk `i` at UMEM offset `i × SLOT_SIZE`, and the kernel writes received frames
+//! straight into slots. It comes from `calloc` (through `std::alloc` with a small alignment,
+//! over-allocated by a page and aligned by hand) rather than an aligned allocation, which
+//! the standard allocator would zero with a `memset` touching every page: large pools get
+//! fresh, lazily zeroed pages from the OS.
+//!
+//! # Lending slots to a backend
+//!
+//! A backend that hands slots to someone outside Rust's type system (the kernel's AF_XDP
+//! rings) converts the handle with [`Pool::into_raw`]: the slot stays allocated (not in
+//! the free list) and is owned by whoever holds the index. Nothing in the pool touches a
+//! slot held raw, so the holder may let the kernel write it through [`Pool::region`]. The
+//! holder turns the index back into a handle with the `unsafe` [`Pool::from_raw`] exactly
+//! once — when the kernel gives the slot back — and sets where the frame lies with
+//! [`Pool::set_received`]. A raw index that is never turned back is a leaked slot, as for
+//! a dropped `Pkt`.
 
 use core::cell::UnsafeCell;
+use core::ptr::NonNull;
+use std::alloc::Layout;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -29,6 +50,8 @@ pub const SLOT_SIZE: usize = 2048;
 pub const HEADROOM: usize = 128;
 /// Largest frame a slot holds (a 1518-byte frame with two tags fits with room to spare).
 pub const MAX_FRAME: usize = SLOT_SIZE - HEADROOM;
+/// Alignment of the slot region (a page: what an AF_XDP UMEM needs).
+const REGION_ALIGN: usize = 4096;
 
 static NEXT_POOL_ID: AtomicU32 = AtomicU32::new(1);
 
@@ -69,10 +92,66 @@ pub struct Meta {
 #[repr(C, align(64))]
 struct Slot(UnsafeCell<[u8; SLOT_SIZE]>);
 
+const _: () = assert!(core::mem::size_of::<Slot>() == SLOT_SIZE);
+
+/// The slot region: `len` slots starting on a page boundary inside a zeroed allocation.
+struct Region {
+    slots: NonNull<Slot>,
+    len: usize,
+    /// What was allocated (the region lies inside, `REGION_ALIGN`-aligned).
+    alloc: NonNull<u8>,
+    layout: Layout,
+}
+
+impl Region {
+    fn new(len: usize) -> Region {
+        let bytes = len
+            .checked_mul(SLOT_SIZE)
+            .and_then(|b| b.checked_next_multiple_of(REGION_ALIGN))
+            .and_then(|b| b.checked_add(REGION_ALIGN))
+            .expect("pool size overflows");
+        // Alignment 16 keeps `alloc_zeroed` on `calloc`; the extra page leaves room to align
+        // by hand, and the rounding up makes every page the region touches (and that the
+        // kernel pins when it is registered) part of the allocation.
+        let layout = Layout::from_size_align(bytes, 16).expect("pool layout");
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let Some(alloc) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        let pad = raw.align_offset(REGION_ALIGN);
+        // SAFETY: `pad < REGION_ALIGN`, and the allocation has `REGION_ALIGN` bytes beyond
+        // the region's rounded-up size, so the region stays inside it.
+        let start = unsafe { raw.add(pad) };
+        Region {
+            // SAFETY: inside a non-null allocation; page alignment is above Slot's 64.
+            slots: unsafe { NonNull::new_unchecked(start.cast::<Slot>()) },
+            len,
+            alloc,
+            layout,
+        }
+    }
+
+    #[inline(always)]
+    fn slots(&self) -> &[Slot] {
+        // SAFETY: `len` initialised (zeroed) slots live at `slots` for as long as `self`;
+        // a slot is bytes in an UnsafeCell, for which all-zero is a valid value and shared
+        // references permit writes through the cell.
+        unsafe { core::slice::from_raw_parts(self.slots.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout, freed once.
+        unsafe { std::alloc::dealloc(self.alloc.as_ptr(), self.layout) };
+    }
+}
+
 /// A fixed set of packet slots shared by ports, workers and the control plane.
 pub struct Pool {
     id: u32,
-    slots: Box<[Slot]>,
+    slots: Region,
     meta: Box<[UnsafeCell<Meta>]>,
     free: ArrayQueue<u32>,
 }
@@ -81,7 +160,7 @@ pub struct Pool {
 // slot (not Clone, created only from the free queue); `&Pkt` gives shared access and
 // `&mut Pkt` exclusive access, so the usual borrow rules hold per slot across threads.
 unsafe impl Sync for Pool {}
-// SAFETY: as above; the pool owns plain bytes.
+// SAFETY: as above; the pool owns plain bytes (its region is an allocation it alone frees).
 unsafe impl Send for Pool {}
 
 impl core::fmt::Debug for Pool {
@@ -95,7 +174,8 @@ impl core::fmt::Debug for Pool {
 }
 
 impl Pool {
-    /// A pool of `capacity` slots, all free. Memory is zeroed lazily by the OS.
+    /// A pool of `capacity` slots, all free, in one page-aligned region (see the module
+    /// docs). Memory is zeroed; for large pools, lazily by the OS.
     ///
     /// Panics if `capacity` is 0 or above 2³¹.
     pub fn new(capacity: usize) -> Arc<Pool> {
@@ -103,9 +183,7 @@ impl Pool {
             capacity > 0 && capacity <= 1 << 31,
             "pool capacity {capacity} out of range"
         );
-        let slots = Box::<[Slot]>::new_zeroed_slice(capacity);
-        // SAFETY: a slot is a byte array in an UnsafeCell; all-zero bytes are a valid value.
-        let slots = unsafe { slots.assume_init() };
+        let slots = Region::new(capacity);
         let meta = (0..capacity)
             .map(|_| UnsafeCell::new(Meta::default()))
             .collect();
@@ -124,7 +202,7 @@ impl Pool {
 
     /// Number of slots.
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.slots.len
     }
 
     /// Slots currently free.
@@ -174,9 +252,65 @@ impl Pool {
     #[inline(always)]
     fn check(&self, p: &Pkt) {
         assert!(
-            p.pool == self.id && (p.idx as usize) < self.slots.len(),
+            p.pool == self.id && (p.idx as usize) < self.slots.len,
             "packet handle from another pool"
         );
+    }
+
+    /// Give up the handle and keep the slot allocated: the caller now owns slot `index`
+    /// through the returned index alone (see "Lending slots to a backend" in the module
+    /// docs). Until [`Pool::from_raw`] turns it back, the pool never touches the slot, and
+    /// whoever holds the index may let others (the kernel) read or write its bytes through
+    /// [`Pool::region`].
+    ///
+    /// Panics if `p` comes from another pool.
+    #[inline]
+    pub fn into_raw(&self, p: Pkt) -> u32 {
+        self.check(&p);
+        p.idx
+    }
+
+    /// Turn a slot index obtained from [`Pool::into_raw`] back into its handle. The frame
+    /// metadata is left as it was; set it with [`Pool::set_received`] when the bytes are new.
+    ///
+    /// Panics if `idx` is not a slot of this pool.
+    ///
+    /// # Safety
+    ///
+    /// The caller must own slot `idx` as a raw index: it came from `into_raw` on this pool
+    /// and has not been turned back since, so no other [`Pkt`] for it exists. Whoever
+    /// wrote the slot meanwhile (the kernel) must be done with it.
+    #[inline]
+    pub unsafe fn from_raw(&self, idx: u32) -> Pkt {
+        assert!((idx as usize) < self.slots.len, "slot {idx} out of range");
+        Pkt { idx, pool: self.id }
+    }
+
+    /// The slot region: its first byte and its length (`capacity × SLOT_SIZE`). Slot `i`
+    /// starts `i × SLOT_SIZE` bytes in; the start is page-aligned (4096). For
+    /// registering the region with the kernel (an AF_XDP UMEM); write only slots held raw.
+    pub fn region(&self) -> (*mut u8, usize) {
+        (
+            self.slots.slots.as_ptr().cast::<u8>(),
+            self.slots.len * SLOT_SIZE,
+        )
+    }
+
+    /// Record that the slot holds a freshly received frame of `len` bytes starting `off`
+    /// bytes into the slot (where the kernel put it). The other metadata fields are reset.
+    ///
+    /// Panics if the frame does not fit in the slot.
+    #[inline]
+    pub fn set_received(&self, p: &mut Pkt, off: usize, len: usize) {
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= SLOT_SIZE),
+            "frame of {len} bytes at offset {off} overruns the slot"
+        );
+        *self.meta_mut(p) = Meta {
+            off: off as u16,
+            len: len as u16,
+            ..Meta::default()
+        };
     }
 
     /// The packet's metadata.
@@ -200,7 +334,7 @@ impl Pool {
     pub fn frame(&self, p: &Pkt) -> &[u8] {
         let m = *self.meta(p);
         // SAFETY: bounded by `meta`'s check; shared access as for `meta`.
-        let slot = unsafe { &*self.slots.get_unchecked(p.idx as usize).0.get() };
+        let slot = unsafe { &*self.slots.slots().get_unchecked(p.idx as usize).0.get() };
         &slot[m.off as usize..m.off as usize + m.len as usize]
     }
 
@@ -222,7 +356,7 @@ impl Pool {
         unsafe {
             (
                 &mut *self.meta.get_unchecked(i).get(),
-                &mut *self.slots.get_unchecked(i).0.get(),
+                &mut *self.slots.slots().get_unchecked(i).0.get(),
             )
         }
     }
@@ -242,7 +376,7 @@ impl Pool {
     /// Hint the CPU to start loading the packet's first cache line (at [`HEADROOM`]).
     #[inline(always)]
     pub fn prefetch(&self, p: &Pkt) {
-        if let Some(s) = self.slots.get(p.idx as usize) {
+        if let Some(s) = self.slots.slots().get(p.idx as usize) {
             prefetch(s.0.get().cast::<u8>().wrapping_add(HEADROOM));
         }
     }
@@ -304,5 +438,108 @@ mod tests {
         let p2 = Pool::new(1);
         let a = p1.alloc().unwrap();
         let _ = p2.frame(&a);
+    }
+
+    #[test]
+    fn region_is_page_aligned_zeroed_and_covers_every_slot() {
+        for cap in [1, 3, 64] {
+            let pool = Pool::new(cap);
+            let (base, len) = pool.region();
+            assert_eq!(base as usize % REGION_ALIGN, 0);
+            assert_eq!(len, cap * SLOT_SIZE);
+            // SAFETY: the region is `len` initialised bytes; no slot is written meanwhile.
+            let bytes = unsafe { core::slice::from_raw_parts(base, len) };
+            assert!(bytes.iter().all(|b| *b == 0));
+            // Slot i is at i × SLOT_SIZE: what `frame_mut` writes shows up there.
+            let mut ps: Vec<_> = (0..cap).map(|_| pool.alloc().unwrap()).collect();
+            for p in &mut ps {
+                pool.set_frame(p, &[p.index() as u8 + 1; 4]);
+            }
+            for p in &ps {
+                let at = p.index() as usize * SLOT_SIZE + HEADROOM;
+                // SAFETY: reading bytes no `&mut` covers right now.
+                let b = unsafe { core::slice::from_raw_parts(base.add(at), 4) };
+                assert_eq!(b, &[p.index() as u8 + 1; 4]);
+            }
+            for p in ps {
+                pool.free(p);
+            }
+        }
+    }
+
+    #[test]
+    fn raw_roundtrip_keeps_the_slot_allocated_and_sees_outside_writes() {
+        let pool = Pool::new(4);
+        let p = pool.alloc().unwrap();
+        let idx = pool.into_raw(p);
+        // Held raw: not free, not handed out again.
+        assert_eq!(pool.available(), 3);
+        let others: Vec<_> = (0..3).map(|_| pool.alloc().unwrap()).collect();
+        assert!(others.iter().all(|o| o.index() != idx));
+        assert!(pool.alloc().is_none());
+        // "The kernel" writes a frame 256 bytes into the slot, through the region.
+        let (base, _) = pool.region();
+        let frame: Vec<u8> = (0..60u8).collect();
+        // SAFETY: slot `idx` is held raw by this test; nothing else references it.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                frame.as_ptr(),
+                base.add(idx as usize * SLOT_SIZE + 256),
+                frame.len(),
+            )
+        };
+        // SAFETY: `idx` came from `into_raw` above and was not turned back since.
+        let mut p = unsafe { pool.from_raw(idx) };
+        assert_eq!(p.index(), idx);
+        pool.meta_mut(&mut p).vr = 7;
+        pool.set_received(&mut p, 256, frame.len());
+        assert_eq!(pool.frame(&p), &frame[..]);
+        assert_eq!(
+            *pool.meta(&p),
+            Meta {
+                off: 256,
+                len: 60,
+                ..Meta::default()
+            }
+        );
+        pool.free(p);
+        for o in others {
+            pool.free(o);
+        }
+        assert_eq!(pool.available(), 4);
+    }
+
+    #[test]
+    fn set_received_accepts_a_frame_ending_at_the_slot_end() {
+        let pool = Pool::new(1);
+        let mut p = pool.alloc().unwrap();
+        pool.set_received(&mut p, 256, SLOT_SIZE - 256);
+        assert_eq!(pool.frame(&p).len(), SLOT_SIZE - 256);
+        pool.free(p);
+    }
+
+    #[test]
+    #[should_panic(expected = "overruns the slot")]
+    fn set_received_refuses_a_frame_past_the_slot() {
+        let pool = Pool::new(1);
+        let mut p = pool.alloc().unwrap();
+        pool.set_received(&mut p, 256, SLOT_SIZE - 255);
+    }
+
+    #[test]
+    #[should_panic(expected = "another pool")]
+    fn into_raw_refuses_a_foreign_handle() {
+        let p1 = Pool::new(1);
+        let p2 = Pool::new(1);
+        let a = p1.alloc().unwrap();
+        let _ = p2.into_raw(a);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn from_raw_refuses_an_index_past_the_pool() {
+        let pool = Pool::new(2);
+        // SAFETY: never reached; the index is checked first.
+        let _ = unsafe { pool.from_raw(2) };
     }
 }

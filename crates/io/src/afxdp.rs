@@ -1,1 +1,544 @@
-//! (being written)
+//! AF_XDP ports: one socket per queue, the packet pool as UMEM, and vrhost's own XDP program.
+//!
+//! [`XdpPort::open`] sets up one interface:
+//!
+//! 1. an XSKMAP and the steering program (`bpf_redirect_map(&xsks, rx_queue_index,
+//!    XDP_PASS)`), assembled in Rust and loaded with bpf(2), so no clang, libbpf or object
+//!    file is needed on the machine; if the verifier refuses it, its log is in the error;
+//! 2. the program attached through a BPF link (`BPF_LINK_CREATE`), in native (driver)
+//!    mode if the driver has it, else generic (skb) mode. The link belongs to its file
+//!    descriptor: when vrhost exits or is killed, the kernel detaches the program, and no
+//!    stale program blocks the interface;
+//! 3. per queue, an AF_XDP socket bound to the pool's UMEM: the pool's slots *are* the
+//!    UMEM's chunks (chunk size `SLOT_SIZE`), so the kernel writes frames into pool slots,
+//!    the data plane works on them in place, and any port's tx ring sends them from the
+//!    same address — no copy in vrhost, end to end. Zero-copy binding is tried first and
+//!    falls back to copy mode (the only mode of veth and most virtual devices);
+//! 4. each socket entered in the XSKMAP at its queue's index once its fill ring is full.
+//!
+//! The queues then go to the workers ([`XdpPort::take_queues`]): one ([`XskRx`],
+//! [`XskTx`]) pair per queue, implementing the data plane's `RxQueue`/`TxQueue`. Since
+//! every worker needs a tx queue on every port, open each port with as many queues as
+//! there are workers and give worker `i` queue `i` of each port.
+//!
+//! # One UMEM per pool
+//!
+//! All ports opened on one pool share one UMEM registration: the first socket registers
+//! the pool's region, the others bind with `XDP_SHARED_UMEM`, each with its own fill and
+//! completion rings (Linux ≥ 5.10). The kernel fixes the mode at that first bind: every
+//! later socket of the pool inherits zero-copy or copy and need-wakeup. A port that asks
+//! for another mode, or whose device cannot do the UMEM's, fails to open; give it a pool of
+//! its own. [`XdpPort::umem_id`] tells which ports share a registration.
+//!
+//! # Threads, namespaces, slots
+//!
+//! `open` must run on a thread in the interface's network namespace (the interface name,
+//! the link's target and the bind are resolved there); the sockets work from any thread
+//! afterwards. Slots lent to the kernel (fill ring, frames being sent) are tracked per
+//! ring pair and come back to the pool when the port and its queues are dropped, so
+//! [`Pool::available`] returns to where it was. Sizing: besides what the data plane holds,
+//! the pool lends `fill_size` slots per socket, and up to `ring_size` more per socket while
+//! transmitting. With `need_wakeup` (the default) the kernel is woken by a syscall only
+//! when a ring's flag asks for it; in copy mode that is every transmit burst, because the
+//! kernel transmits inside `sendto`.
+//!
+//! # What veth does (Linux 6.18)
+//!
+//! Native mode attaches (veth runs XDP in its NAPI poll); zero-copy binds fail with
+//! `EOPNOTSUPP`, so sockets run in copy mode; a received frame starts 256 bytes
+//! (`XDP_PACKET_HEADROOM`) into its chunk, so `Meta::off` is 256. In generic mode every
+//! frame reports rx queue 0, so on a multi-queue veth only queue 0's socket receives. A
+//! queue closed a moment ago stays registered until a kernel workqueue item runs; binding
+//! it again retries `EBUSY` for a short while.
+//!
+//! Zero-copy caveat: in zero-copy mode a driver owns the fill ring's buffers until the
+//! kernel's deferred teardown after `close` (a workqueue item user space cannot wait
+//! for); their slots are returned to the pool right after `close`, as every AF_XDP
+//! application frees its UMEM then. Copy mode has no such window.
+
+mod bpf;
+mod lent;
+mod queue;
+mod ring;
+mod socket;
+mod umem;
+
+use std::ffi::CString;
+use std::io;
+use std::sync::Arc;
+
+use vrhost_dataplane::Pool;
+
+pub use queue::{XskRx, XskTx};
+
+use bpf::{Link, Program, XskMap};
+use socket::Xsk;
+use umem::Umem;
+
+/// How the XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttachMode {
+    /// In the driver, before an skb exists (`XDP_FLAGS_DRV_MODE`).
+    Native,
+    /// In the core stack, on skbs; works on any device (`XDP_FLAGS_SKB_MODE`).
+    Generic,
+}
+
+impl core::fmt::Display for AttachMode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            AttachMode::Native => "native",
+            AttachMode::Generic => "generic",
+        })
+    }
+}
+
+/// How the sockets are bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BindMode {
+    /// The driver DMAs into UMEM chunks (`XDP_ZEROCOPY`).
+    ZeroCopy,
+    /// The kernel copies between its buffers and UMEM chunks (`XDP_COPY`).
+    Copy,
+}
+
+impl core::fmt::Display for BindMode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            BindMode::ZeroCopy => "zero-copy",
+            BindMode::Copy => "copy",
+        })
+    }
+}
+
+/// Options for [`XdpPort::open`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpOptions {
+    /// Attach mode; `None` tries native, then generic.
+    pub mode: Option<AttachMode>,
+    /// `Some(true)`: zero-copy or fail; `Some(false)`: copy; `None`: zero-copy if the
+    /// driver can, else copy. Ports sharing a pool share its UMEM's mode (see the module
+    /// docs).
+    pub zero_copy: Option<bool>,
+    /// Entries in each rx, tx and completion ring (a power of two). Default 2048.
+    pub ring_size: u32,
+    /// Entries in each fill ring (a power of two), and so the slots each socket lends to
+    /// the kernel for receiving. Default 2048.
+    pub fill_size: u32,
+    /// Bind with `XDP_USE_NEED_WAKEUP`, so the kernel is woken only when it asks. Default
+    /// true. Ports sharing a pool share the first one's setting.
+    pub need_wakeup: bool,
+}
+
+impl Default for XdpOptions {
+    fn default() -> Self {
+        XdpOptions {
+            mode: None,
+            zero_copy: None,
+            ring_size: 2048,
+            fill_size: 2048,
+            need_wakeup: true,
+        }
+    }
+}
+
+/// The kernel's AF_XDP counters (`XDP_STATISTICS`), summed over a port's sockets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpStats {
+    /// Frames dropped for reasons other than the two below (too long, no fill buffer…).
+    pub rx_dropped: u64,
+    /// Invalid descriptors on the rx side.
+    pub rx_invalid_descs: u64,
+    /// Invalid descriptors on the tx ring.
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the rx ring was full.
+    pub rx_ring_full: u64,
+    /// Times the kernel found the fill ring empty.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the kernel found the tx ring empty when woken.
+    pub tx_ring_empty_descs: u64,
+}
+
+impl XdpStats {
+    fn add(&mut self, o: &XdpStats) {
+        self.rx_dropped += o.rx_dropped;
+        self.rx_invalid_descs += o.rx_invalid_descs;
+        self.tx_invalid_descs += o.tx_invalid_descs;
+        self.rx_ring_full += o.rx_ring_full;
+        self.rx_fill_ring_empty_descs += o.rx_fill_ring_empty_descs;
+        self.tx_ring_empty_descs += o.tx_ring_empty_descs;
+    }
+}
+
+/// Why an AF_XDP port could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum XdpError {
+    /// No interface of that name in the calling thread's network namespace.
+    #[error("interface {ifname:?} does not exist (in this network namespace)")]
+    NoInterface {
+        /// The name asked for.
+        ifname: String,
+    },
+    /// An option is out of range.
+    #[error("interface {ifname:?}: {field} = {value}: {reason}")]
+    BadOption {
+        /// The interface.
+        ifname: String,
+        /// The option.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// What it must be.
+        reason: &'static str,
+    },
+    /// More queues than the interface has.
+    #[error("interface {ifname:?}: {queues} queues requested, but it has {available}")]
+    TooManyQueues {
+        /// The interface.
+        ifname: String,
+        /// Queues asked for.
+        queues: u32,
+        /// Queues it has (from `ETHTOOL_GCHANNELS`).
+        available: u32,
+    },
+    /// A bpf(2) command failed.
+    #[error("interface {ifname:?}: bpf({cmd}) failed: {source}")]
+    Bpf {
+        /// The interface.
+        ifname: String,
+        /// The command.
+        cmd: &'static str,
+        /// The kernel's answer.
+        source: io::Error,
+    },
+    /// The verifier refused the steering program.
+    #[error(
+        "interface {ifname:?}: bpf(BPF_PROG_LOAD) refused the XDP program: {source}\n\
+         verifier log:\n{log}"
+    )]
+    Verifier {
+        /// The interface.
+        ifname: String,
+        /// The kernel's answer.
+        source: io::Error,
+        /// The verifier's log.
+        log: String,
+    },
+    /// No attach mode worked.
+    #[error(
+        "interface {ifname:?}: bpf(BPF_LINK_CREATE) could not attach the XDP program: {}",
+        attempts(.tried)
+    )]
+    Attach {
+        /// The interface.
+        ifname: String,
+        /// Each mode tried, with the kernel's answer.
+        tried: Vec<(AttachMode, io::Error)>,
+    },
+    /// A socket call for one queue failed.
+    #[error("interface {ifname:?} queue {queue}: {call} failed: {source}")]
+    Socket {
+        /// The interface.
+        ifname: String,
+        /// The queue.
+        queue: u32,
+        /// The call (`bind(XDP_COPY)`, `setsockopt(XDP_UMEM_REG)`, …).
+        call: &'static str,
+        /// The kernel's answer.
+        source: io::Error,
+    },
+    /// The modes asked for cannot be had.
+    #[error("interface {ifname:?}: {reason}")]
+    Mode {
+        /// The interface.
+        ifname: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+fn attempts(tried: &[(AttachMode, io::Error)]) -> String {
+    tried
+        .iter()
+        .map(|(m, e)| format!("{m} mode: {e}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One interface served through AF_XDP: the attached program, the map, and the sockets.
+///
+/// Dropping it detaches the program (closing the link) and, for queues not taken, closes
+/// the sockets and returns their slots to the pool. Queues already taken keep their
+/// sockets until they drop themselves; they can still transmit, but receive nothing once
+/// the program is gone.
+pub struct XdpPort {
+    // Field order is drop order: detach first, then close the sockets.
+    _link: Link,
+    queues: Vec<(XskRx, XskTx)>,
+    sockets: Vec<Arc<Xsk>>,
+    _prog: Program,
+    _map: Arc<XskMap>,
+    ifname: String,
+    ifindex: u32,
+    mode: (AttachMode, BindMode),
+    need_wakeup: bool,
+    umem_id: u64,
+    pool: Arc<Pool>,
+}
+
+impl core::fmt::Debug for XdpPort {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("XdpPort")
+            .field("ifname", &self.ifname)
+            .field("ifindex", &self.ifindex)
+            .field("queues", &self.sockets.len())
+            .field("attach", &self.mode.0)
+            .field("bind", &self.mode.1)
+            .field("need_wakeup", &self.need_wakeup)
+            .field("umem", &self.umem_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdpPort {
+    /// Serve `queues` queues (0 to `queues - 1`) of interface `ifname` with AF_XDP
+    /// sockets over `pool`. Run it on a thread inside the interface's network namespace.
+    pub fn open(
+        ifname: &str,
+        queues: u32,
+        pool: &Arc<Pool>,
+        opts: &XdpOptions,
+    ) -> Result<XdpPort, XdpError> {
+        let bad = |field, value: u64, reason| XdpError::BadOption {
+            ifname: ifname.to_string(),
+            field,
+            value,
+            reason,
+        };
+        if queues == 0 {
+            return Err(bad("queues", 0, "at least one queue is needed"));
+        }
+        for (field, v) in [("ring_size", opts.ring_size), ("fill_size", opts.fill_size)] {
+            if !v.is_power_of_two() || !(8..=1 << 20).contains(&v) {
+                return Err(bad(
+                    field,
+                    v.into(),
+                    "must be a power of two in 8..=1048576",
+                ));
+            }
+        }
+        let ifindex = ifindex(ifname)?;
+        if let Some(available) = channels(ifname)
+            && queues > available
+        {
+            return Err(XdpError::TooManyQueues {
+                ifname: ifname.to_string(),
+                queues,
+                available,
+            });
+        }
+
+        let bpf_err = |cmd| {
+            move |source| XdpError::Bpf {
+                ifname: ifname.to_string(),
+                cmd,
+                source,
+            }
+        };
+        let map = Arc::new(XskMap::create(queues).map_err(bpf_err("BPF_MAP_CREATE"))?);
+        let prog = Program::load(&map).map_err(|e| XdpError::Verifier {
+            ifname: ifname.to_string(),
+            source: e.source,
+            log: e.log,
+        })?;
+        let order: &[AttachMode] = match opts.mode {
+            None => &[AttachMode::Native, AttachMode::Generic],
+            Some(AttachMode::Native) => &[AttachMode::Native],
+            Some(AttachMode::Generic) => &[AttachMode::Generic],
+        };
+        let mut tried = Vec::new();
+        let mut attached = None;
+        for &m in order {
+            match Link::attach(&prog, ifindex, m) {
+                Ok(l) => {
+                    attached = Some((l, m));
+                    break;
+                }
+                Err(e) => tried.push((m, e)),
+            }
+        }
+        let Some((link, attach)) = attached else {
+            return Err(XdpError::Attach {
+                ifname: ifname.to_string(),
+                tried,
+            });
+        };
+        // Zero-copy needs the program in the driver.
+        let zero_copy = match (attach, opts.zero_copy) {
+            (AttachMode::Generic, Some(true)) => {
+                return Err(XdpError::Mode {
+                    ifname: ifname.to_string(),
+                    reason: "zero-copy needs the XDP program in native mode, but it is \
+                             attached in generic mode"
+                        .into(),
+                });
+            }
+            (AttachMode::Generic, _) => Some(false),
+            (AttachMode::Native, z) => z,
+        };
+        let cfg = socket::Config {
+            ring_size: opts.ring_size,
+            fill_size: opts.fill_size,
+            zero_copy,
+            need_wakeup: opts.need_wakeup,
+        };
+
+        let umem = Umem::for_pool(pool);
+        let mut sockets = Vec::new();
+        let mut halves = Vec::new();
+        let mut bind = BindMode::Copy;
+        for q in 0..queues {
+            let (xsk, rx, tx, mode) = socket::open(ifname, ifindex, q, &umem, &map, &cfg)?;
+            bind = mode;
+            sockets.push(xsk);
+            halves.push((rx, tx));
+        }
+        let (need_wakeup, umem_id) = {
+            let st = umem.lock();
+            (st.mode.map_or(opts.need_wakeup, |(_, nw)| nw), st.id)
+        };
+        Ok(XdpPort {
+            _link: link,
+            queues: halves,
+            sockets,
+            _prog: prog,
+            _map: map,
+            ifname: ifname.to_string(),
+            ifindex,
+            mode: (attach, bind),
+            need_wakeup,
+            umem_id,
+            pool: pool.clone(),
+        })
+    }
+
+    /// Take the queues: one (rx, tx) pair per queue, in queue order. Both halves of a pair
+    /// are driven by the worker that owns that queue (they may also go to two threads:
+    /// they share nothing but the socket). A second call returns nothing.
+    pub fn take_queues(&mut self) -> Vec<(XskRx, XskTx)> {
+        core::mem::take(&mut self.queues)
+    }
+
+    /// The kernel's counters summed over the port's sockets (a socket whose counters
+    /// cannot be read is skipped).
+    pub fn stats(&self) -> XdpStats {
+        let mut sum = XdpStats::default();
+        for s in &self.sockets {
+            if let Ok(st) = s.statistics() {
+                sum.add(&st);
+            }
+        }
+        sum
+    }
+
+    /// How the program is attached and the sockets bound.
+    pub fn mode(&self) -> (AttachMode, BindMode) {
+        self.mode
+    }
+
+    /// Whether the sockets use `XDP_USE_NEED_WAKEUP`.
+    pub fn need_wakeup(&self) -> bool {
+        self.need_wakeup
+    }
+
+    /// The UMEM registration the port's sockets are bound to (a process-wide number).
+    /// Ports opened on one pool while another port of that pool is open share one
+    /// registration, hence one number; after the last of them closes, the next port
+    /// registers the region again, under a new number.
+    pub fn umem_id(&self) -> u64 {
+        self.umem_id
+    }
+
+    /// The interface's name.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// The interface's index (in its namespace).
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Number of queues (sockets).
+    pub fn queues(&self) -> u32 {
+        self.sockets.len() as u32
+    }
+
+    /// The pool the port's UMEM is.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+}
+
+/// The index of `ifname` in the calling thread's namespace.
+fn ifindex(ifname: &str) -> Result<u32, XdpError> {
+    let missing = || XdpError::NoInterface {
+        ifname: ifname.to_string(),
+    };
+    let c = CString::new(ifname).map_err(|_| missing())?;
+    // SAFETY: a valid NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 { Err(missing()) } else { Ok(idx) }
+}
+
+/// How many queues an AF_XDP socket may bind to on `ifname` (`ETHTOOL_GCHANNELS`: the
+/// larger of rx and tx channels, combined ones included), or `None` if the driver does not
+/// say — the bind then reports a bad queue itself.
+fn channels(ifname: &str) -> Option<u32> {
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    #[repr(C)]
+    #[derive(Default)]
+    struct EthtoolChannels {
+        cmd: u32,
+        max_rx: u32,
+        max_tx: u32,
+        max_other: u32,
+        max_combined: u32,
+        rx_count: u32,
+        tx_count: u32,
+        other_count: u32,
+        combined_count: u32,
+    }
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
+    };
+    // SAFETY: all-zero is a valid ifreq.
+    let mut ifr: libc::ifreq = unsafe { core::mem::zeroed() };
+    let name = ifname.as_bytes();
+    if name.len() >= ifr.ifr_name.len() {
+        return None;
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name) {
+        *d = *s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+    // SAFETY: socket(2) with constant arguments.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: SIOCETHTOOL with an ifreq whose data points to a live ethtool_channels
+    // (the command the kernel reads first); then closing the socket we opened.
+    let rc = unsafe {
+        let rc = libc::ioctl(fd, libc::SIOCETHTOOL, &mut ifr);
+        libc::close(fd);
+        rc
+    };
+    if rc < 0 {
+        return None;
+    }
+    let n = (ch.rx_count.max(ch.tx_count)) + ch.combined_count;
+    (n > 0).then_some(n)
+}
