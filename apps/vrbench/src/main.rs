@@ -5,6 +5,8 @@
 //!   per node, drops by reason; `--suite` runs the targets of the data-plane issue.
 //! * `vrbench fib`: build the generated full Internet tables and measure the FIB (lookups/s
 //!   single and batch over several destination mixes, build/insert/delete rates, memory).
+//! * `vrbench lab up|down|ls|show`: the network-namespace lab (vrhost or the kernel
+//!   forwarding) that measurements over real ports and a new user's first try run in.
 //!
 //! Every figure comes with what it should be compared against in the same invocation (a
 //! baseline, a target, or another scenario), because these machines are noisy. Later issues
@@ -12,6 +14,7 @@
 
 mod fibbench;
 mod inproc;
+mod lab;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +32,8 @@ enum Cmd {
     Inproc(inproc::Args),
     /// FIB benchmark on generated full IPv4/IPv6 tables.
     Fib(fibbench::Args),
+    /// Network-namespace lab: `up` (build and keep), `down`, `ls`, `show`.
+    Lab(lab::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,5 +44,6 @@ fn main() -> anyhow::Result<()> {
     {
         Cmd::Inproc(a) => inproc::run(&a),
         Cmd::Fib(a) => fibbench::run(&a),
+        Cmd::Lab(a) => lab::run(&a),
     }
 }

@@ -6,11 +6,20 @@
 //! owner panics. Threads enter a namespace with `setns(2)`, which affects only the calling
 //! thread: [`Netns::run`] does it on a scoped thread, so the caller's own namespace never
 //! changes, and a socket opened there stays bound to the namespace wherever it is used.
+//!
+//! Labs make hundreds of namespaces, so the frequent operations start no process per item:
+//! [`Netns::ip_batch`] sends many `ip` commands through one `ip -batch`, [`Netns::sysctls`]
+//! writes `/proc/sys` from a thread inside the namespace, and deletion (drop,
+//! [`Netns::delete`]) finds the processes inside through `/proc/*/ns/net`, kills them and
+//! unmounts the name itself, as `ip netns pids` + `ip netns del` would. Creation still uses
+//! `ip netns add`, whose mount-propagation set-up of `/run/netns` is not worth copying, and
+//! brings `lo` up with an ioctl.
 
 use std::fs::File;
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// What went wrong creating or using a namespace.
@@ -37,6 +46,26 @@ pub enum NetnsError {
     /// Entering the namespace failed.
     #[error("cannot enter namespace {name}: {source}")]
     Enter {
+        /// The namespace.
+        name: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Writing a sysctl failed.
+    #[error("sysctl {key}={value} in namespace {name}: {source}")]
+    Sysctl {
+        /// The namespace.
+        name: String,
+        /// The key as given (`net.ipv4.ip_forward`).
+        key: String,
+        /// The value.
+        value: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Deleting the namespace failed.
+    #[error("cannot delete namespace {name}: {source}")]
+    Delete {
         /// The namespace.
         name: String,
         /// Why.
@@ -70,7 +99,10 @@ impl Netns {
             name: name.to_string(),
             keep: false,
         };
-        ns.ip(&["link", "set", "lo", "up"])?;
+        ns.run(loopback_up)?.map_err(|source| NetnsError::Enter {
+            name: format!("{name} (setting lo up)"),
+            source,
+        })?;
         Ok(ns)
     }
 
@@ -86,6 +118,45 @@ impl Netns {
     pub fn keep(mut self) -> String {
         self.keep = true;
         std::mem::take(&mut self.name)
+    }
+
+    /// Whether this handle deletes the namespace when it drops (`true` unless kept).
+    pub fn set_keep(&mut self, keep: bool) {
+        self.keep = keep;
+    }
+
+    /// Delete the namespace now (after killing what runs inside), reporting failure.
+    pub fn delete(mut self) -> Result<(), NetnsError> {
+        self.keep = true;
+        delete_named(&self.name)
+    }
+
+    /// Whether a namespace of this name exists (`/run/netns/NAME`).
+    pub fn exists(name: &str) -> bool {
+        PathBuf::from("/run/netns").join(name).exists()
+    }
+
+    /// The names of all named namespaces (`ip netns list`), sorted.
+    pub fn list() -> Result<Vec<String>, NetnsError> {
+        let mut names = Vec::new();
+        match std::fs::read_dir("/run/netns") {
+            Ok(dir) => {
+                for e in dir.flatten() {
+                    if let Some(n) = e.file_name().to_str() {
+                        names.push(n.to_string());
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(NetnsError::Spawn {
+                    cmd: "read /run/netns".into(),
+                    source,
+                });
+            }
+        }
+        names.sort();
+        Ok(names)
     }
 
     /// The namespace's name.
@@ -119,9 +190,90 @@ impl Netns {
         cmd
     }
 
-    /// Set a sysctl inside the namespace (`net.ipv4.ip_forward=1` style).
+    /// Set a sysctl inside the namespace (`net.ipv4.ip_forward=1` style; keys may also be
+    /// written with `/`, as `sysctl(8)` allows, when a part contains a dot).
     pub fn sysctl(&self, key_value: &str) -> Result<(), NetnsError> {
-        self.exec(&["sysctl", "-q", "-w", key_value]).map(drop)
+        self.sysctls(&[key_value])
+    }
+
+    /// Set several sysctls inside the namespace, in order, stopping at the first failure.
+    ///
+    /// Written straight to `/proc/sys` from a thread inside the namespace (the `net.*`
+    /// tree follows the writer's namespace), so no process is started: labs set a few per
+    /// namespace and build hundreds of namespaces.
+    pub fn sysctls(&self, key_values: &[&str]) -> Result<(), NetnsError> {
+        self.run(|| {
+            for kv in key_values {
+                let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+                let (key, value) = (key.trim(), value.trim());
+                let rel = if key.contains('/') {
+                    key.to_string()
+                } else {
+                    key.replace('.', "/")
+                };
+                std::fs::write(PathBuf::from("/proc/sys").join(rel), value).map_err(|source| {
+                    NetnsError::Sysctl {
+                        name: self.name.clone(),
+                        key: key.to_string(),
+                        value: value.to_string(),
+                        source,
+                    }
+                })?;
+            }
+            Ok(())
+        })?
+    }
+
+    /// Run several `ip` commands inside the namespace with one `ip -batch` process (one
+    /// command per line, without the leading `ip`). Stops at the first failing line; the
+    /// error names that line.
+    pub fn ip_batch(&self, lines: &[String]) -> Result<(), NetnsError> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let line = format!("ip -n {} -batch -", self.name);
+        let mut child = Command::new("ip")
+            .args(["-n", &self.name, "-batch", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| NetnsError::Spawn {
+                cmd: line.clone(),
+                source,
+            })?;
+        let mut input = lines.join("\n");
+        input.push('\n');
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        // `ip` reads all of stdin unless it fails early; a broken pipe then is reported
+        // through its exit status and stderr below.
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(input.as_bytes());
+        });
+        let out = child
+            .wait_with_output()
+            .map_err(|source| NetnsError::Spawn {
+                cmd: line.clone(),
+                source,
+            })?;
+        let _ = writer.join();
+        if out.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        // "Command failed -:N" names the failing line (1-based).
+        let failed = stderr
+            .rsplit_once("Command failed -:")
+            .and_then(|(_, n)| n.trim().parse::<usize>().ok())
+            .and_then(|n| lines.get(n.checked_sub(1)?));
+        Err(NetnsError::Failed {
+            cmd: match failed {
+                Some(l) => format!("ip -n {} {l}", self.name),
+                None => format!("{line} <<{}>>", lines.join("; ")),
+            },
+            status: out.status,
+            stderr,
+        })
     }
 
     /// Run `f` on a thread that has entered the namespace, and return what it returns.
@@ -171,22 +323,85 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         if !self.keep && !self.name.is_empty() {
-            // Kill anything still running inside first, or the namespace would linger.
-            let _ = Command::new("ip")
-                .args(["netns", "pids", &self.name])
-                .output()
-                .map(|o| {
-                    for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
-                        if let Ok(pid) = pid.parse::<i32>() {
-                            // SAFETY: kill(2) with a pid read from the namespace; a stale
-                            // pid at worst gets ESRCH.
-                            unsafe { libc::kill(pid, libc::SIGKILL) };
-                        }
-                    }
-                });
-            let _ = ip(&["netns", "del", &self.name]);
+            let _ = delete_named(&self.name);
         }
     }
+}
+
+/// `ip link set lo up` in the calling thread's namespace, by ioctl (no process started).
+fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: plain socket(2); closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: ifreq is plain data; all-zero is a valid start.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, b) in req.ifr_name.iter_mut().zip(b"lo") {
+        *d = *b as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read the name and read/write the flags of `req`,
+    // which lives on this stack frame; `fd` is the socket opened above.
+    let rc = unsafe {
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &raw mut req) < 0 {
+            -1
+        } else {
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            libc::ioctl(fd, libc::SIOCSIFFLAGS, &raw mut req)
+        }
+    };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: closing the socket opened above.
+    unsafe { libc::close(fd) };
+    if rc < 0 { Err(err) } else { Ok(()) }
+}
+
+/// Kill every process whose network namespace is `/run/netns/NAME` (never this process),
+/// then unmount and remove the name — what `ip netns pids` + `kill` + `ip netns del` do,
+/// without starting processes. The kernel frees the namespace, and with it its interfaces
+/// and the peers of its veths, once the last process and mount are gone.
+fn delete_named(name: &str) -> Result<(), NetnsError> {
+    use std::os::unix::fs::MetadataExt;
+    let path = PathBuf::from("/run/netns").join(name);
+    let err = |source| NetnsError::Delete {
+        name: name.to_string(),
+        source,
+    };
+    let meta = std::fs::metadata(&path).map_err(err)?;
+    let me = std::process::id();
+    if let Ok(procs) = std::fs::read_dir("/proc") {
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            let Ok(m) = std::fs::metadata(p.path().join("ns/net")) else {
+                continue;
+            };
+            if m.dev() == meta.dev() && m.ino() == meta.ino() {
+                // SAFETY: kill(2) with a pid read from /proc; a stale pid at worst gets
+                // ESRCH (pids are not reused within this loop in practice).
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+    }
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
+        err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "NUL in name",
+        ))
+    })?;
+    // SAFETY: a valid NUL-terminated path; MNT_DETACH only detaches the bind mount.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+        let e = std::io::Error::last_os_error();
+        // EINVAL: not a mount point (half-made by someone else); still remove the name.
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(err(e));
+        }
+    }
+    std::fs::remove_file(&path).map_err(err)
 }
 
 /// Run `ip ARGS` in this process's namespace; error if it fails.
@@ -217,8 +432,24 @@ pub fn veth(a: (&Netns, &str), b: (&Netns, &str), queues: u32) -> Result<(), Net
     let q = queues.max(1).to_string();
     // Created inside `a` so no name ever appears in the caller's namespace.
     a.0.ip(&[
-        "link", "add", a.1, "numrxqueues", &q, "numtxqueues", &q, "type", "veth", "peer",
-        "name", b.1, "numrxqueues", &q, "numtxqueues", &q, "netns", b.0.name(),
+        "link",
+        "add",
+        a.1,
+        "numrxqueues",
+        &q,
+        "numtxqueues",
+        &q,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        b.1,
+        "numrxqueues",
+        &q,
+        "numtxqueues",
+        &q,
+        "netns",
+        b.0.name(),
     ])?;
     a.0.ip(&["link", "set", a.1, "up"])?;
     b.0.ip(&["link", "set", b.1, "up"])?;
