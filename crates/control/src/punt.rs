@@ -97,11 +97,17 @@ impl ControlPlane {
             vr: plan.name.clone(),
             source,
         };
-        let exists = std::path::Path::new("/run/netns").join(&name).exists();
-        let ns = if exists {
+        // Adopt a namespace a crashed daemon left, if it is still a live namespace (its taps
+        // went with the old process; they are made again below). A name whose namespace is
+        // gone (an empty mount point) is cleared and made anew.
+        let ns = if Netns::exists(&name) {
             let ns = Netns::adopt(&name);
-            // Whatever the old daemon configured on its taps went with them; start clean.
-            ns
+            if ns.run(|| ()).is_ok() {
+                ns
+            } else {
+                let _ = ns.delete();
+                Netns::create(&name).map_err(nserr)?
+            }
         } else {
             Netns::create(&name).map_err(nserr)?
         };
@@ -119,8 +125,10 @@ impl ControlPlane {
             // IPv6 on the tap without duplicate detection: the data plane owns the address.
             ns.sysctl(&format!("net.ipv6.conf.{}.accept_dad=0", v.name))
                 .map_err(nserr)?;
-            ns.ip(&["link", "set", &v.name, "address", &mac, "mtu", &mtu, "up"])
-                .map_err(nserr)?;
+            ns.ip(&[
+                "link", "set", "dev", &v.name, "address", &mac, "mtu", &mtu, "up",
+            ])
+            .map_err(nserr)?;
             for a in addr_strings(&v.addrs) {
                 ns.ip(&["addr", "replace", &a, "dev", &v.name])
                     .map_err(nserr)?;

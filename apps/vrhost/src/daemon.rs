@@ -1,0 +1,355 @@
+//! The daemon: ports opened, workers pinned to their cores, VRs applied, then a control
+//! loop that serves signals, the control socket and the punt/inject path until told to stop.
+//!
+//! Threads: one forwarding worker per configured core (each polls queue `w` of every port
+//! and owns tx queue `w` of every port, so no queue is shared), and this thread, which does
+//! everything else. Because every change goes through this one thread, reloads, `ctl`
+//! requests and the punt loop never race each other; the workers see changes through the
+//! data plane's published snapshots without stopping.
+//!
+//! Stopping: SIGTERM/SIGINT set a flag; the loop exits, workers are joined, then ports are
+//! dropped (XDP links closed, so the programs detach; sockets closed) and the control
+//! namespaces deleted. A crash gets the same from the kernel: the XDP program is held by a
+//! link fd and the taps are not persistent, so a restart finds the interfaces free.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use tracing::{error, info, warn};
+use vrhost_control::apply;
+use vrhost_control::config::{Config, VrPlan, ifindex};
+use vrhost_control::punt::ControlPlane;
+use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool};
+
+use crate::ctl;
+use crate::ports::OpenPort;
+
+/// Run until SIGTERM/SIGINT (or `deadline`).
+pub(crate) fn run(
+    cfg: Config,
+    path: Option<PathBuf>,
+    socket: &Path,
+    deadline: Option<Instant>,
+) -> anyhow::Result<()> {
+    let term = Arc::new(AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, term.clone())?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
+    let mut d = Daemon::start(cfg, path, socket)?;
+    info!("vrhost running; stop with SIGTERM or Ctrl-C, reload with SIGHUP");
+    d.serve(&term, &hup, deadline);
+    d.stop();
+    Ok(())
+}
+
+struct Daemon {
+    cfg: Config,
+    path: Option<PathBuf>,
+    dp: Dataplane,
+    ports: Vec<OpenPort>,
+    port_ids: Vec<PortId>,
+    control: ControlPlane,
+    ctl: ctl::Server,
+    stop: Arc<AtomicBool>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    /// Ports whose interface has disappeared.
+    gone: HashSet<usize>,
+}
+
+impl Daemon {
+    fn start(cfg: Config, path: Option<PathBuf>, socket: &Path) -> anyhow::Result<Daemon> {
+        cfg.check_host()?;
+        let workers = cfg.workers();
+        let slots = cfg
+            .dataplane
+            .pool
+            .as_ref()
+            .map(|p| *p.get_ref())
+            .unwrap_or_else(|| (cfg.ports.len() * workers * 8192).max(32768));
+        let pool = Pool::new(slots);
+        let names: Vec<String> = cfg.ports.iter().map(|p| p.name.get_ref().clone()).collect();
+        let dp = Dataplane::new(
+            pool.clone(),
+            DataplaneConfig {
+                workers,
+                ports: names,
+            },
+        )?;
+        let ctl = ctl::Server::bind(socket)?;
+        // Open every port before creating anything else: a port that cannot open stops the
+        // start with nothing else touched.
+        let mut ports = Vec::new();
+        for spec in &cfg.ports {
+            let p = OpenPort::open(spec, workers, &pool)
+                .with_context(|| format!("{}: port {:?}", cfg.file, spec.name.get_ref()))?;
+            info!(
+                "port {} on {}: {}",
+                spec.name.get_ref(),
+                spec.interface.get_ref(),
+                p.describe()
+            );
+            ports.push(p);
+        }
+        let port_ids: Vec<PortId> = (0..ports.len() as PortId).collect();
+        let mut rx: Vec<Vec<(PortId, Box<dyn RxQueue>)>> =
+            (0..workers).map(|_| Vec::new()).collect();
+        let mut tx: Vec<Vec<Box<dyn TxQueue>>> = (0..workers).map(|_| Vec::new()).collect();
+        for (i, p) in ports.iter_mut().enumerate() {
+            for (w, (r, t)) in p.take_queues().into_iter().enumerate() {
+                rx[w].push((port_ids[i], r));
+                tx[w].push(t);
+            }
+        }
+        let mut control = ControlPlane::new(dp.clone(), &cfg.control.netns_prefix);
+        for plan in cfg.plans() {
+            add_vr(&dp, &mut control, &cfg, &plan, &port_ids)?;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::new();
+        for (w, (r, t)) in rx.into_iter().zip(tx).enumerate() {
+            let mut worker = dp.worker(w, r, t)?;
+            let core = cfg.dataplane.cores.get_ref()[w];
+            let stop = stop.clone();
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("vrhost-w{w}"))
+                    .spawn(move || {
+                        if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+                            warn!("worker {w}: could not pin to core {core}");
+                        }
+                        worker.run(&stop);
+                    })?,
+            );
+            info!("worker {w} on core {core}");
+        }
+        Ok(Daemon {
+            cfg,
+            path,
+            dp,
+            ports,
+            port_ids,
+            control,
+            ctl,
+            stop,
+            workers: handles,
+            gone: HashSet::new(),
+        })
+    }
+
+    fn serve(&mut self, term: &AtomicBool, hup: &AtomicBool, deadline: Option<Instant>) {
+        let mut last_check = Instant::now();
+        while !term.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
+            if hup.swap(false, Ordering::Relaxed) {
+                match self.reload() {
+                    Ok(msg) => info!("reload: {msg}"),
+                    Err(e) => error!("reload refused: {e}"),
+                }
+            }
+            let mut requests = 0;
+            while let Some(req) = self.ctl.next() {
+                let reply = self.handle(&req.cmd);
+                req.respond(&reply);
+                requests += 1;
+            }
+            let moved = self.control.poll();
+            if last_check.elapsed() > Duration::from_secs(1) {
+                self.check_interfaces();
+                last_check = Instant::now();
+            }
+            if moved == 0 && requests == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Apply the config file again. Nothing changes unless the whole file is good; VRs that
+    /// did not change are not touched.
+    fn reload(&mut self) -> Result<String, String> {
+        let Some(path) = &self.path else {
+            return Err("running the built-in example: there is no file to reload".into());
+        };
+        let next = Config::load(path).map_err(|e| e.to_string())?;
+        next.check_host().map_err(|e| e.to_string())?;
+        if let Some(why) = self.cfg.restart_needed(&next) {
+            return Err(format!("{why}: restart vrhost to apply that"));
+        }
+        let old: BTreeMap<String, VrPlan> = self
+            .cfg
+            .plans()
+            .into_iter()
+            .map(|p| (p.name.clone(), p))
+            .collect();
+        let new: BTreeMap<String, VrPlan> = next
+            .plans()
+            .into_iter()
+            .map(|p| (p.name.clone(), p))
+            .collect();
+        let (mut added, mut removed, mut changed) = (0, 0, 0);
+        for (name, plan) in &old {
+            match new.get(name) {
+                Some(p) if p == plan => {}
+                other => {
+                    self.control.remove(name);
+                    if let Err(e) = self.dp.remove_vr(name) {
+                        warn!("removing VR {name:?}: {e}");
+                    }
+                    if other.is_some() {
+                        changed += 1;
+                    } else {
+                        removed += 1;
+                    }
+                }
+            }
+        }
+        let mut errors = Vec::new();
+        for (name, plan) in &new {
+            if old.get(name) == Some(plan) {
+                continue;
+            }
+            if let Err(e) = add_vr(&self.dp, &mut self.control, &next, plan, &self.port_ids) {
+                errors.push(format!("{e:#}"));
+            } else if !old.contains_key(name) {
+                added += 1;
+            }
+        }
+        self.cfg = next;
+        let msg = format!("{added} VRs added, {removed} removed, {changed} changed");
+        if errors.is_empty() {
+            Ok(msg)
+        } else {
+            Err(format!("{msg}; failed: {}", errors.join("; ")))
+        }
+    }
+
+    fn handle(&mut self, cmd: &str) -> Value {
+        match cmd {
+            "reload" => match self.reload() {
+                Ok(msg) => json!({"ok": true, "message": msg}),
+                Err(e) => json!({"ok": false, "error": e}),
+            },
+            "status" => self.status(),
+            other => json!({"ok": false, "error": format!("unknown command {other:?}")}),
+        }
+    }
+
+    fn status(&self) -> Value {
+        let ports: Vec<Value> = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let s = self.dp.port_stats(self.port_ids[i]).unwrap_or_default();
+                let spec = &self.cfg.ports[i];
+                json!({
+                    "name": spec.name.get_ref(),
+                    "interface": spec.interface.get_ref(),
+                    "backend": p.describe(),
+                    "up": !self.gone.contains(&i),
+                    "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
+                    "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
+                    "tx_full": s.tx_full, "rx_dropped": s.rx_dropped,
+                    "kernel": p.stats_json(),
+                })
+            })
+            .collect();
+        let vrs: Vec<Value> = self
+            .dp
+            .vrs()
+            .iter()
+            .map(|vr| {
+                let s = vr.stats();
+                let vifs = self.dp.vifs(vr.name()).unwrap_or_default();
+                let down: Vec<&str> = vifs
+                    .iter()
+                    .filter(|v| self.gone.contains(&usize::from(v.config.port)))
+                    .map(|v| v.config.name.as_str())
+                    .collect();
+                let drops: BTreeMap<&str, u64> = Drop::ALL
+                    .iter()
+                    .map(|d| (d.name(), s.drop(*d)))
+                    .filter(|(_, n)| *n > 0)
+                    .collect();
+                json!({
+                    "name": vr.name(),
+                    "vifs": vifs.len(),
+                    "state": if down.is_empty() { "up".to_string() } else { format!("down ({} lost its port)", down.join(", ")) },
+                    "rx_packets": s.rx_packets, "tx_packets": s.tx_packets,
+                    "punted": s.punted, "injected": s.injected,
+                    "drops": drops.values().sum::<u64>(),
+                    "drop_reasons": drops,
+                })
+            })
+            .collect();
+        let (polls, idle) = self.dp.polls();
+        json!({"ok": true, "ports": ports, "vrs": vrs, "polls": polls, "idle_polls": idle})
+    }
+
+    /// Report interfaces that disappeared (or came back); their VRs show as down.
+    fn check_interfaces(&mut self) {
+        for (i, spec) in self.cfg.ports.iter().enumerate() {
+            let present = ifindex(spec.interface.get_ref()) != 0;
+            if !present && self.gone.insert(i) {
+                let vrs: Vec<String> = self
+                    .dp
+                    .vrs()
+                    .iter()
+                    .filter(|vr| {
+                        self.dp
+                            .vifs(vr.name())
+                            .unwrap_or_default()
+                            .iter()
+                            .any(|v| usize::from(v.config.port) == i)
+                    })
+                    .map(|vr| vr.name().to_string())
+                    .collect();
+                error!(
+                    "interface {} of port {} disappeared; VRs down: {}",
+                    spec.interface.get_ref(),
+                    spec.name.get_ref(),
+                    vrs.join(", ")
+                );
+            }
+        }
+    }
+
+    fn stop(mut self) {
+        info!("stopping");
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+        let names: Vec<String> = self.control.vrs().map(str::to_string).collect();
+        for n in names {
+            self.control.remove(&n);
+        }
+        // Ports last: their XDP links and sockets close here.
+        self.ports.clear();
+        info!("stopped");
+    }
+}
+
+fn add_vr(
+    dp: &Dataplane,
+    control: &mut ControlPlane,
+    cfg: &Config,
+    plan: &VrPlan,
+    ports: &[PortId],
+) -> anyhow::Result<()> {
+    apply::add_vr(dp, plan, ports)?;
+    if cfg.control.taps
+        && let Err(e) = control.add(plan)
+    {
+        let _ = dp.remove_vr(&plan.name);
+        return Err(e.into());
+    }
+    info!("VR {} up ({} VIFs)", plan.name, plan.vifs.len());
+    Ok(())
+}

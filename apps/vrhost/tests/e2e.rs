@@ -1,0 +1,261 @@
+//! The daemon end to end, as root, in labs of network namespaces (`vrhost_lab`): vrhost runs
+//! in the lab's router namespace on veth ports and forwards between real hosts.
+//!
+//! Each test builds its own uniquely named lab (deleted on drop, even on failure), starts
+//! the `vrhost` binary with a config generated for that lab, and sends traffic only between
+//! the lab's namespaces.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Daemon, config, echo_requests_received, iperf, ping};
+use vrhost_lab::{Lab, LabSpec, Side, require_root};
+
+fn lab(vrs: u32, overlapping: bool) -> Option<Lab> {
+    require_root("vrhost end-to-end test")
+        .then(|| Lab::up(&LabSpec::unique("e2e").vrs(vrs).overlapping(overlapping)).unwrap())
+}
+
+/// Ping (v4, v6, the gateway through the punt path) and a TCP transfer through one VR.
+fn forwards(backend: &str) {
+    let Some(lab) = lab(1, false) else { return };
+    let d = Daemon::start(&lab, &config(&lab, backend, &[0]));
+    let st = d.status();
+    for p in st["ports"].as_array().unwrap() {
+        assert!(
+            p["backend"].as_str().unwrap().starts_with(backend),
+            "port runs {} (asked for {backend})",
+            p["backend"]
+        );
+    }
+    let vr = lab.vr(0);
+    let (b4, b6) = (vr.b.addrs.host4.to_string(), vr.b.addrs.host6.to_string());
+    assert_eq!(ping(&lab, 0, &b4, 5, "0.05"), (5, 5), "IPv4 through the VR");
+    assert_eq!(ping(&lab, 0, &b6, 5, "0.05"), (5, 5), "IPv6 through the VR");
+    // The VR's own address: punted to its namespace's kernel through the tap, answered,
+    // and the reply injected back out of the port.
+    let gw = vr.a.addrs.gw4.to_string();
+    assert_eq!(
+        ping(&lab, 0, &gw, 3, "0.05"),
+        (3, 3),
+        "the VR's own address"
+    );
+    let bytes = iperf(&lab, 0, 2);
+    assert!(bytes > 1_000_000, "iperf3 moved only {bytes} bytes");
+    let s = d.vr("vr0");
+    assert!(s["tx_packets"].as_u64().unwrap() > 1000, "{s}");
+    assert!(s["punted"].as_u64().unwrap() >= 3, "{s}");
+    assert!(s["injected"].as_u64().unwrap() >= 3, "{s}");
+}
+
+#[test]
+fn ping_and_tcp_through_a_vr_over_af_xdp() {
+    forwards("afxdp");
+}
+
+#[test]
+fn ping_and_tcp_through_a_vr_over_af_packet() {
+    forwards("afpacket");
+}
+
+#[test]
+fn tenants_with_the_same_addresses_never_see_each_other() {
+    let Some(lab) = lab(2, true) else { return };
+    let d = Daemon::start(&lab, &config(&lab, "auto", &[0, 1]));
+    let dst = lab.vr(0).b.addrs.host4.to_string();
+    assert_eq!(dst, lab.vr(1).b.addrs.host4.to_string(), "overlapping plan");
+    let sink = |i: u32| &lab.vr(i).side(Side::B).host;
+    let before = (
+        echo_requests_received(sink(0)),
+        echo_requests_received(sink(1)),
+    );
+    assert_eq!(ping(&lab, 0, &dst, 10, "0.02"), (10, 10));
+    let mid = (
+        echo_requests_received(sink(0)),
+        echo_requests_received(sink(1)),
+    );
+    assert_eq!(mid.0 - before.0, 10, "tenant 0's sink got its pings");
+    assert_eq!(mid.1, before.1, "tenant 1's sink got tenant 0's pings");
+    assert_eq!(ping(&lab, 1, &dst, 7, "0.02"), (7, 7));
+    let after = (
+        echo_requests_received(sink(0)),
+        echo_requests_received(sink(1)),
+    );
+    assert_eq!(after.1 - mid.1, 7, "tenant 1's sink got its pings");
+    assert_eq!(after.0, mid.0, "tenant 0's sink got tenant 1's pings");
+    assert!(d.vr("vr0")["tx_packets"].as_u64().unwrap() >= 20);
+    assert!(d.vr("vr1")["tx_packets"].as_u64().unwrap() >= 14);
+}
+
+#[test]
+fn reload_adds_and_removes_vrs_while_another_forwards_without_loss() {
+    let Some(lab) = lab(3, false) else { return };
+    let d = Daemon::start(&lab, &config(&lab, "auto", &[0, 1]));
+    let b2 = lab.vr(2).b.addrs.host4.to_string();
+    assert_eq!(
+        ping(&lab, 2, &b2, 1, "0.1").1,
+        0,
+        "vr2 is not configured yet"
+    );
+    // 400 pings over ~4 s through vr0 while vr1 goes and vr2 comes.
+    let b0 = lab.vr(0).b.addrs.host4.to_string();
+    let flow = std::thread::scope(|s| {
+        let flow = s.spawn(|| ping(&lab, 0, &b0, 400, "0.01"));
+        std::thread::sleep(Duration::from_millis(800));
+        d.rewrite(&config(&lab, "auto", &[0, 2]));
+        let out = d.ctl(&["reload"]);
+        assert!(
+            out.status.success(),
+            "reload: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let msg = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(msg.contains("1 VRs added, 1 removed"), "{msg}");
+        flow.join().unwrap()
+    });
+    assert_eq!(flow, (400, 400), "the untouched VR lost packets");
+    assert_eq!(ping(&lab, 2, &b2, 3, "0.05"), (3, 3), "vr2 forwards");
+    let b1 = lab.vr(1).b.addrs.host4.to_string();
+    assert_eq!(ping(&lab, 1, &b1, 2, "0.05").1, 0, "vr1 is gone");
+    assert!(d.vr("vr1").is_null());
+
+    // A bad file is refused whole, naming the problem; nothing changes.
+    d.rewrite(&config(&lab, "auto", &[0, 2]).replace("02:76:", "01:76:"));
+    let out = d.ctl(&["reload"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("vr.vif.mac"), "{err}");
+    assert_eq!(ping(&lab, 0, &b0, 3, "0.05"), (3, 3));
+    assert_eq!(ping(&lab, 2, &b2, 3, "0.05"), (3, 3));
+
+    // SIGHUP reloads too: vr1 comes back.
+    d.rewrite(&config(&lab, "auto", &[0, 1, 2]));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGHUP) };
+    let mut back = false;
+    for _ in 0..50 {
+        if !d.vr("vr1").is_null() {
+            back = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(back, "SIGHUP did not reload: {}", d.log_text());
+    assert_eq!(ping(&lab, 1, &b1, 3, "0.05"), (3, 3), "vr1 forwards again");
+}
+
+#[test]
+fn after_sigkill_a_restarted_daemon_forwards_again() {
+    let Some(lab) = lab(1, false) else { return };
+    let mut d = Daemon::start(&lab, &config(&lab, "afxdp", &[0]));
+    let b = lab.vr(0).b.addrs.host4.to_string();
+    assert_eq!(ping(&lab, 0, &b, 3, "0.05"), (3, 3));
+    d.kill9();
+    // The kernel detached the XDP program with the dead process's link.
+    for port in ["p0", "p1"] {
+        let out = lab
+            .router()
+            .ip(&["-d", "link", "show", "dev", port])
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            !text.contains("prog/xdp"),
+            "stale XDP program on {port}: {text}"
+        );
+    }
+    let d = d.restart(&lab);
+    assert_eq!(
+        ping(&lab, 0, &b, 3, "0.05"),
+        (3, 3),
+        "no forwarding after restart"
+    );
+    // Its control namespace was adopted, not duplicated: the gateway still answers.
+    let gw = lab.vr(0).a.addrs.gw4.to_string();
+    assert_eq!(ping(&lab, 0, &gw, 2, "0.05"), (2, 2));
+    drop(d);
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_leaves_nothing_behind() {
+    let Some(lab) = lab(1, false) else { return };
+    let mut d = Daemon::start(&lab, &config(&lab, "afxdp", &[0]));
+    let prefix = d.netns_prefix.clone();
+    let st = d.stop();
+    assert!(st.success(), "exit status {st}: {}", d.log_text());
+    for port in ["p0", "p1"] {
+        let out = lab
+            .router()
+            .ip(&["-d", "link", "show", "dev", port])
+            .unwrap();
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("prog/xdp"));
+    }
+    let list = vrhost_lab::ip(&["netns", "list"]).unwrap();
+    let list = String::from_utf8_lossy(&list.stdout).to_string();
+    assert!(!list.contains(&prefix), "control namespace left: {list}");
+    assert!(!d.socket.exists(), "control socket left");
+}
+
+#[test]
+fn a_vanished_interface_marks_its_vrs_down_and_the_daemon_keeps_serving() {
+    let Some(lab) = lab(1, false) else { return };
+    let d = Daemon::start(&lab, &config(&lab, "afpacket", &[0]));
+    let gw = lab.vr(0).a.addrs.gw4.to_string();
+    lab.router().ip(&["link", "del", "dev", "p1"]).unwrap();
+    let mut state = String::new();
+    for _ in 0..50 {
+        state = d.vr("vr0")["state"].as_str().unwrap_or("").to_string();
+        if state.starts_with("down") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        state.contains("down") && state.contains('b'),
+        "state {state:?}"
+    );
+    assert!(d.log_text().contains("disappeared"), "{}", d.log_text());
+    // What still has its port keeps working: the gateway on p0 answers.
+    assert_eq!(ping(&lab, 0, &gw, 3, "0.05"), (3, 3));
+}
+
+#[test]
+fn a_bad_config_is_refused_before_anything_is_touched() {
+    let Some(lab) = lab(1, false) else { return };
+    let text = config(&lab, "auto", &[0]).replace("interface = \"p1\"", "interface = \"nope0\"");
+    let path = std::env::temp_dir().join(format!("{}-bad.toml", lab.prefix()));
+    std::fs::write(&path, &text).unwrap();
+    let line = text.lines().position(|l| l.contains("nope0")).unwrap() + 1;
+    for cmd in ["check", "run"] {
+        let out = lab
+            .router()
+            .command(
+                &[common::bin(), cmd, path.to_str().unwrap(), "--socket"]
+                    [..if cmd == "run" { 4 } else { 3 }],
+            )
+            .args(if cmd == "run" {
+                vec![format!("{}.sock", path.display())]
+            } else {
+                vec![]
+            })
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{cmd} accepted a missing interface");
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            err.contains(&format!("{}:{line}:", path.display()))
+                && err.contains("port.interface")
+                && err.contains("nope0"),
+            "{cmd}: {err}"
+        );
+    }
+    // Nothing was created: no control namespace, no XDP program on p0.
+    let list = vrhost_lab::ip(&["netns", "list"]).unwrap();
+    assert!(!String::from_utf8_lossy(&list.stdout).contains(&format!("{}-vr-", lab.prefix())));
+    let out = lab
+        .router()
+        .ip(&["-d", "link", "show", "dev", "p0"])
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("prog/xdp"));
+    let _ = std::fs::remove_file(&path);
+}
