@@ -60,6 +60,29 @@ fn ping_and_tcp_through_a_vr_over_af_packet() {
 }
 
 #[test]
+fn two_workers_on_two_queue_ports() {
+    if !require_root("vrhost end-to-end test") {
+        return;
+    }
+    let lab = Lab::up(&LabSpec::unique("e2e").vrs(2).queues(2)).unwrap();
+    let mut text = config(&lab, "afxdp", &[0, 1]);
+    text = text.replace("cores = [0]", "cores = [0, 1]");
+    let d = Daemon::start(&lab, &text);
+    // Two VRs (one per worker, placed by load), many TCP flows' worth of packets over both
+    // queues of each port.
+    for vr in 0..2 {
+        let b = lab.vr(vr).b.addrs.host4.to_string();
+        assert_eq!(ping(&lab, vr, &b, 5, "0.05"), (5, 5), "vr{vr}");
+        assert!(iperf(&lab, vr, 1) > 1_000_000, "vr{vr}");
+    }
+    let st = d.status();
+    assert!(st["polls"].as_u64().unwrap() > 0);
+    for vr in ["vr0", "vr1"] {
+        assert!(d.vr(vr)["tx_packets"].as_u64().unwrap() > 1000, "{vr}");
+    }
+}
+
+#[test]
 fn tenants_with_the_same_addresses_never_see_each_other() {
     let Some(lab) = lab(2, true) else { return };
     let d = Daemon::start(&lab, &config(&lab, "auto", &[0, 1]));
