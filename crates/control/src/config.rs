@@ -347,7 +347,8 @@ pub enum RoutePlan {
     Special(RouteType),
 }
 
-/// The built-in example: one VR on two ports of the demo lab (`vrhost run` without a file).
+/// An annotated example config (two VRs with overlapping addresses on two ports), shipped
+/// as documentation and checked by the tests.
 pub const EXAMPLE: &str = include_str!("example.toml");
 
 impl Config {
