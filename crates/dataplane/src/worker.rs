@@ -148,7 +148,8 @@ impl Worker {
         self.poll();
     }
 
-    /// One round: receive, demux, run each owned VR once. Returns packets handled.
+    /// One round: receive, demux, run each owned VR (a vector per receive queue at most).
+    /// Returns packets handled.
     pub fn poll(&mut self) -> usize {
         self.refresh();
         let mut work = 0;
@@ -159,8 +160,19 @@ impl Worker {
             work += n;
         }
         let now_ns = self.epoch.elapsed().as_nanos() as u64;
+        // A VR may get up to one vector per receive queue per poll: what one poll can feed
+        // it. With a single vector per poll, a VR fed full bursts by two ports would fill
+        // its ingress ring and drop there while the worker still had time to forward them.
+        let rounds = self.rx.len().max(1);
         for i in 0..self.owned.len() {
-            work += self.run_vr(self.owned[i], now_ns, pressure);
+            let vr = self.owned[i];
+            for round in 0..rounds {
+                let n = self.run_vr(vr, now_ns, pressure && round == 0);
+                work += n;
+                if n < VECTOR {
+                    break;
+                }
+            }
         }
         let wc = &self.sh.worker_counters[self.id];
         wc.polls.add(1);
