@@ -61,26 +61,8 @@ impl OpenPort {
     /// The queues, one (rx, tx) pair per worker, in worker order.
     pub(crate) fn take_queues(&mut self) -> Vec<(Box<dyn RxQueue>, Box<dyn TxQueue>)> {
         match self {
-            OpenPort::Xdp(p) => p
-                .take_queues()
-                .into_iter()
-                .map(|(r, t)| {
-                    (
-                        Box::new(r) as Box<dyn RxQueue>,
-                        Box::new(t) as Box<dyn TxQueue>,
-                    )
-                })
-                .collect(),
-            OpenPort::Packet(p) => p
-                .take_queues()
-                .into_iter()
-                .map(|(r, t)| {
-                    (
-                        Box::new(r) as Box<dyn RxQueue>,
-                        Box::new(t) as Box<dyn TxQueue>,
-                    )
-                })
-                .collect(),
+            OpenPort::Xdp(p) => boxed(p.take_queues()),
+            OpenPort::Packet(p) => boxed(p.take_queues()),
         }
     }
 
@@ -102,4 +84,18 @@ impl OpenPort {
             OpenPort::Packet(p) => json!(format!("{:?}", p.stats())),
         }
     }
+}
+
+fn boxed<R: RxQueue + 'static, T: TxQueue + 'static>(
+    queues: Vec<(R, T)>,
+) -> Vec<(Box<dyn RxQueue>, Box<dyn TxQueue>)> {
+    queues
+        .into_iter()
+        .map(|(r, t)| {
+            (
+                Box::new(r) as Box<dyn RxQueue>,
+                Box::new(t) as Box<dyn TxQueue>,
+            )
+        })
+        .collect()
 }
