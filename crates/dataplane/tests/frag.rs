@@ -263,8 +263,16 @@ fn mtu_changed_at_run_time_applies_to_the_next_packet_and_keeps_counters() {
     rig.run();
     assert_eq!(rig.recv(1).len(), 2, "fragmented at the new MTU");
     let after = rig.dp.vif("blue", "b").unwrap().stats();
-    assert_eq!(after.tx_packets, before.tx_packets + 2, "counters carried over");
-    let e = rig.dp.set_vif_mtu("blue", b.id, 20).unwrap_err().to_string();
+    assert_eq!(
+        after.tx_packets,
+        before.tx_packets + 2,
+        "counters carried over"
+    );
+    let e = rig
+        .dp
+        .set_vif_mtu("blue", b.id, 20)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("mtu"), "{e}");
     assert!(rig.dp.set_vif_mtu("blue", 99, 1500).is_err());
     assert_drops(&vr.stats(), &[]);
