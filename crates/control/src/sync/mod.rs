@@ -215,6 +215,17 @@ struct Thread {
     bad: u64,
 }
 
+/// Free what FIB updates retired, here rather than on a worker. The FIB frees replaced nodes
+/// through the process-wide epoch collector, and whoever pins next runs the destructors that
+/// have become safe: left alone, that is the workers (they pin for every vector), so a VR
+/// churning routes would make every VR's worker pay for freeing its garbage. A few pins and
+/// flushes here advance the epoch and collect it on this thread instead.
+fn collect_garbage() {
+    for _ in 0..4 {
+        vrhost_fib::pin().flush();
+    }
+}
+
 /// Pin the calling thread to `cpus` (ignored if empty or refused).
 fn pin(cpus: &[usize]) {
     if cpus.is_empty() {
@@ -330,6 +341,7 @@ impl Thread {
         let a = self.mirror.apply_all(&self.vr);
         self.account(a);
         self.link_changes();
+        collect_garbage();
         let us = t0.elapsed().as_micros() as u64;
         self.stats.last_full_sync_us.store(us, Ordering::Relaxed);
         if resync {
@@ -349,6 +361,9 @@ impl Thread {
         let a = self.mirror.apply(&self.vr);
         self.account(a);
         self.link_changes();
+        if a.routes > 0 {
+            collect_garbage();
+        }
     }
 
     fn account(&self, a: mirror::Applied) {
