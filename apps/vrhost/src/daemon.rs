@@ -449,6 +449,7 @@ impl Daemon {
                 "flow_hits": s.flow_hits, "flow_misses": s.flow_misses,
                 "fragments": s.fragments,
                 "tap_errors": info.tap_errors,
+                "taps_recreated": info.taps_recreated,
             },
             "drops": drops,
             "vifs": vifs,

@@ -269,3 +269,64 @@ fn a_flood_at_a_routers_own_address_is_policed_and_others_forward() {
         "{show}"
     );
 }
+
+#[test]
+fn a_tap_or_namespace_removed_by_hand_degrades_only_its_vr() {
+    let Some(lab) = lab(2) else { return };
+    let d = Daemon::start(&lab, &config(&lab, "auto", &[0, 1]));
+    let ns0 = ctl_json(&d, &["show", "vr0"])["netns"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b0 = lab.vr(0).b.addrs.host4.to_string();
+    let b1 = lab.vr(1).b.addrs.host4.to_string();
+    // A route whose next hop is on no VIF (the namespace's loopback): counted, shown.
+    let out = d.ctl(&[
+        "exec",
+        "vr0",
+        "--",
+        "ip",
+        "route",
+        "add",
+        "10.77.0.0/16",
+        "dev",
+        "lo",
+    ]);
+    assert!(out.status.success());
+    wait("unusable route counted", 10, || {
+        ctl_json(&d, &["show", "vr0"])["sync"]["unusable_routes"] == 1
+    });
+    // The tap of vr0's side-A VIF deleted by hand: noticed, made again with its addresses,
+    // neighbours and routes; vr0 forwards again.
+    vrhost_lab::ip(&["-n", &ns0, "link", "del", "dev", "a"]).unwrap();
+    wait("tap made again", 10, || {
+        let s = ctl_json(&d, &["show", "vr0"]);
+        s["counters"]["taps_recreated"] == 1 && s["state"] == "up"
+    });
+    wait("forwarding through the rebuilt VIF", 10, || {
+        ping(&lab, 0, &b0, 1, "0.05") == (1, 1)
+    });
+    // Its namespace deleted from outside.
+    vrhost_lab::ip(&["netns", "del", &ns0]).unwrap();
+    wait("namespace loss reported", 10, || {
+        ctl_json(&d, &["show", "vr0"])["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str().unwrap().contains("deleted from outside"))
+    });
+    // vr0's data plane still forwards with what it had; vr1 is untouched.
+    assert_eq!(ping(&lab, 0, &b0, 3, "0.05"), (3, 3));
+    assert_eq!(ping(&lab, 1, &b1, 3, "0.05"), (3, 3));
+    assert_eq!(ctl_json(&d, &["show", "vr1"])["state"], "up");
+    let text = ctl_text(&d, &["vrs"]);
+    assert!(text.contains("degraded"), "{text}");
+    // Removing and adding vr0 again (a reload of the same file after removal) rebuilds it.
+    ctl_text(&d, &["remove", "vr0"]);
+    let msg = ctl_text(&d, &["reload"]);
+    assert!(msg.contains("1 VRs added"), "{msg}");
+    wait("vr0 rebuilt", 10, || {
+        ctl_json(&d, &["show", "vr0"])["state"] == "up"
+    });
+    assert_eq!(ping(&lab, 0, &b0, 3, "0.05"), (3, 3));
+}

@@ -63,6 +63,10 @@ struct VrCtl {
     ns_id: Option<(u64, u64)>,
     /// Frames a tap refused (its device deleted, or the kernel's queue full).
     tap_errors: u64,
+    /// Taps deleted from the namespace and made again.
+    taps_recreated: u64,
+    /// What the VR was built from (to rebuild a tap).
+    plan: VrPlan,
     /// Problems found here (not by the sync), by key.
     problems: BTreeMap<String, String>,
 }
@@ -76,6 +80,8 @@ pub struct VrControlInfo {
     pub taps: Vec<TapStats>,
     /// Frames taps refused.
     pub tap_errors: u64,
+    /// Taps deleted by hand and made again.
+    pub taps_recreated: u64,
     /// Why the VR is degraded (empty: it is not).
     pub problems: Vec<String>,
     /// The netlink sync's counters, if it runs.
@@ -86,6 +92,58 @@ fn ns_id(name: &str) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(std::path::Path::new("/run/netns").join(name)).ok()?;
     Some((m.dev(), m.ino()))
+}
+
+/// Create VIF `i`'s tap in `ns` (down, no addresses yet).
+fn make_tap(ns: &Netns, plan: &VrPlan, i: usize) -> Result<Tap, PuntError> {
+    let v = &plan.vifs[i];
+    let nserr = |source| PuntError::Netns {
+        vr: plan.name.clone(),
+        source,
+    };
+    let tap = ns
+        .run(|| Tap::create(&v.name))
+        .map_err(nserr)?
+        .map_err(|source| PuntError::Tap {
+            vr: plan.name.clone(),
+            source,
+        })?;
+    // IPv6 on the tap without duplicate detection: the data plane owns the address.
+    ns.sysctl(&format!("net.ipv6.conf.{}.accept_dad=0", v.name))
+        .map_err(nserr)?;
+    Ok(tap)
+}
+
+/// The `ip -batch` lines that give the taps (all, or only VIF `only`) their MAC, MTU and
+/// addresses, and the config's static neighbours and routes (those through that VIF).
+fn setup_lines(plan: &VrPlan, only: Option<usize>) -> Vec<String> {
+    let mine = |i: usize| only.is_none_or(|o| o == i);
+    let mut lines = Vec::new();
+    for (_, v) in plan.vifs.iter().enumerate().filter(|(i, _)| mine(*i)) {
+        lines.push(format!(
+            "link set dev {} address {} mtu {} up",
+            v.name, v.mac, v.mtu
+        ));
+        for a in addr_strings(&v.addrs) {
+            lines.push(format!("addr replace {a} dev {}", v.name));
+        }
+    }
+    for (vif, addr, mac) in plan.neighbors.iter().filter(|n| mine(n.0)) {
+        lines.push(format!(
+            "neigh replace {addr} lladdr {mac} dev {} nud permanent",
+            plan.vifs[*vif].name
+        ));
+    }
+    for (prefix, route) in &plan.routes {
+        let through = match route {
+            RoutePlan::Via(_, v) | RoutePlan::Attached(v) => Some(*v),
+            RoutePlan::Special(_) => None,
+        };
+        if only.is_none() || through.is_some_and(mine) {
+            lines.push(route_line(plan, prefix, route));
+        }
+    }
+    lines
 }
 
 /// `ip route replace` arguments for a static route of the config.
@@ -188,39 +246,10 @@ impl ControlPlane {
         ])
         .map_err(nserr)?;
         let mut taps = Vec::new();
-        for v in &plan.vifs {
-            let tap = ns
-                .run(|| Tap::create(&v.name))
-                .map_err(nserr)?
-                .map_err(|source| PuntError::Tap {
-                    vr: plan.name.clone(),
-                    source,
-                })?;
-            // IPv6 on the tap without duplicate detection: the data plane owns the address.
-            ns.sysctl(&format!("net.ipv6.conf.{}.accept_dad=0", v.name))
-                .map_err(nserr)?;
-            taps.push(tap);
+        for i in 0..plan.vifs.len() {
+            taps.push(make_tap(&ns, plan, i)?);
         }
-        let mut lines = Vec::new();
-        for v in &plan.vifs {
-            lines.push(format!(
-                "link set dev {} address {} mtu {} up",
-                v.name, v.mac, v.mtu
-            ));
-            for a in addr_strings(&v.addrs) {
-                lines.push(format!("addr replace {a} dev {}", v.name));
-            }
-        }
-        for (vif, addr, mac) in &plan.neighbors {
-            lines.push(format!(
-                "neigh replace {addr} lladdr {mac} dev {} nud permanent",
-                plan.vifs[*vif].name
-            ));
-        }
-        for (prefix, route) in &plan.routes {
-            lines.push(route_line(plan, prefix, route));
-        }
-        ns.ip_batch(&lines).map_err(nserr)?;
+        ns.ip_batch(&setup_lines(plan, None)).map_err(nserr)?;
         let sync = match &self.sync {
             Some(opts) => {
                 let vifs: Vec<(String, VifId)> = plan
@@ -247,6 +276,8 @@ impl ControlPlane {
                 ns,
                 taps,
                 tap_errors: 0,
+                taps_recreated: 0,
+                plan: plan.clone(),
                 sync,
                 problems: BTreeMap::new(),
             },
@@ -323,11 +354,51 @@ impl ControlPlane {
             .unwrap_or_default()
     }
 
-    /// Check what can break from outside: a namespace deleted (or replaced) by someone else
-    /// makes its VR degraded (forwarding goes on with the last routes the sync saw; removing
-    /// and adding the VR, or a restart, builds a new namespace). Call it every second or so.
+    /// Check what can break from outside, and repair what can be: a tap deleted by hand is
+    /// made again (counted); a namespace deleted (or replaced) by someone else makes its VR
+    /// degraded (forwarding goes on with the last routes the sync saw; removing and adding
+    /// the VR, or a restart, builds a new namespace). Call it every second or so.
     pub fn check(&mut self) {
         for (name, ctl) in &mut self.vrs {
+            // A tap deleted by hand (the sync saw it go): make it again, with the config's
+            // addresses, neighbours and routes through it. The VR is degraded until then.
+            if let Some(sync) = &ctl.sync {
+                for i in 0..ctl.plan.vifs.len() {
+                    let key = format!("tap:{}", ctl.plan.vifs[i].name);
+                    if !sync.stats().has_problem(&key) {
+                        continue;
+                    }
+                    let r = make_tap(&ctl.ns, &ctl.plan, i).and_then(|tap| {
+                        ctl.ns
+                            .ip_batch(&setup_lines(&ctl.plan, Some(i)))
+                            .map_err(|source| PuntError::Netns {
+                                vr: name.clone(),
+                                source,
+                            })?;
+                        Ok(tap)
+                    });
+                    match r {
+                        Ok(tap) => {
+                            ctl.taps[i] = tap;
+                            ctl.taps_recreated += 1;
+                            sync.stats().clear(&key);
+                            info!(
+                                "VR {name}: made tap {:?} again ({} so far)",
+                                ctl.plan.vifs[i].name, ctl.taps_recreated
+                            );
+                        }
+                        Err(e) => {
+                            sync.stats().problem(
+                                &key,
+                                format!(
+                                    "VR {name}: tap {:?} was deleted from its namespace and cannot be made again: {e}",
+                                    ctl.plan.vifs[i].name
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
             let now = ns_id(ctl.ns.name());
             let key = "netns".to_string();
             if now.is_none() || now != ctl.ns_id {
@@ -357,6 +428,7 @@ impl ControlPlane {
             netns: c.ns.name().to_string(),
             taps: c.taps.iter().map(Tap::stats).collect(),
             tap_errors: c.tap_errors,
+            taps_recreated: c.taps_recreated,
             problems,
             sync: c.sync.as_ref().map(|s| s.stats().clone()),
         })

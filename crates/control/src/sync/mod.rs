@@ -106,6 +106,12 @@ impl SyncStats {
         }
     }
 
+    /// Whether the problem `key` is current.
+    pub fn has_problem(&self, key: &str) -> bool {
+        let p = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+        p.contains_key(key)
+    }
+
     /// Current problems (empty: healthy).
     pub fn problems(&self) -> Vec<String> {
         let p = self.problems.lock().unwrap_or_else(|e| e.into_inner());
