@@ -36,6 +36,9 @@ use vrhost_lab::Netns;
 use mirror::{LinkChange, Mirror};
 use nl::{NlSocket, Recv};
 
+/// How long the thread lets changes gather after the first one before reading them.
+const COALESCE: Duration = Duration::from_millis(2);
+
 /// How a VR's sync runs.
 #[derive(Debug, Clone)]
 pub struct SyncOptions {
@@ -261,6 +264,9 @@ impl Thread {
             if !self.ev.wait(100) {
                 continue;
             }
+            // Let a burst gather: one wake-up per few milliseconds instead of one per
+            // message keeps the thread's cost per change low under churn.
+            std::thread::sleep(COALESCE);
             loop {
                 let before = self.bad;
                 let r = self
