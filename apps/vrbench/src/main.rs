@@ -7,6 +7,8 @@
 //!   single and batch over several destination mixes, build/insert/delete rates, memory).
 //! * `vrbench lab up|down|ls|show`: the network-namespace lab (vrhost or the kernel
 //!   forwarding) that measurements over real ports and a new user's first try run in.
+//! * `vrbench sync latency|isolation`: the control plane's netlink sync — how soon routes
+//!   added in a VR's namespace are in the FIB, and what a VR churning routes costs the others.
 //!
 //! Every figure comes with what it should be compared against in the same invocation (a
 //! baseline, a target, or another scenario), because these machines are noisy. Later issues
@@ -15,6 +17,7 @@
 mod fibbench;
 mod inproc;
 mod lab;
+mod syncbench;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +37,9 @@ enum Cmd {
     Fib(fibbench::Args),
     /// Network-namespace lab: `up` (build and keep), `down`, `ls`, `show`.
     Lab(lab::Args),
+    /// The control plane's netlink sync: `latency` (routes added in a VR's namespace until
+    /// they are all in the FIB) and `isolation` (other VRs' forwarding while one churns).
+    Sync(syncbench::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -45,5 +51,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Inproc(a) => inproc::run(&a),
         Cmd::Fib(a) => fibbench::run(&a),
         Cmd::Lab(a) => lab::run(&a),
+        Cmd::Sync(a) => syncbench::run(&a),
     }
 }

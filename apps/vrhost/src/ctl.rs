@@ -1,6 +1,12 @@
 //! The control socket: a Unix stream socket where each connection sends one JSON request
-//! line (`{"cmd":"reload"}`) and reads one JSON reply line (`{"ok":true,…}` or
-//! `{"ok":false,"error":"…"}`).
+//! line (`{"cmd":"reload"}`, `{"cmd":"routes","vr":"blue","family":4}`) and reads one JSON
+//! reply line (`{"ok":true,…}` or `{"ok":false,"error":"…"}`).
+//!
+//! Commands: `status`; `reload`; `vrs` (list); `routes` / `neigh` / `show` with `vr` (what
+//! the data plane holds and counts for that VR); `add` with `file` and `text` (a TOML snippet
+//! of `[[vr]]` sections, checked like the config file); `remove` with `vr`; `netns` with `vr`
+//! (its namespace's name, for `vrhost ctl exec`, which runs the command itself so that it
+//! keeps the caller's terminal).
 //!
 //! Why this shape: the daemon's control thread serves it between punt/inject polls without
 //! a runtime or another thread; scripts can speak it with `socat`, and `vrhost ctl` prints
@@ -63,6 +69,7 @@ impl Server {
                         Some(cmd) => {
                             return Some(Request {
                                 cmd: cmd.to_string(),
+                                args: v.clone(),
                                 stream,
                             });
                         }
@@ -74,6 +81,7 @@ impl Server {
             };
             Request {
                 cmd: String::new(),
+                args: Value::Null,
                 stream,
             }
             .respond(&json!({"ok": false, "error": err}));
@@ -86,6 +94,8 @@ impl Server {
 pub(crate) struct Request {
     /// The command.
     pub(crate) cmd: String,
+    /// The whole request (its arguments are fields beside `cmd`).
+    pub(crate) args: Value,
     stream: UnixStream,
 }
 
@@ -103,11 +113,16 @@ impl Drop for Server {
     }
 }
 
-/// Send one request, return the reply; an `"ok": false` reply is an error.
-pub(crate) fn request(path: &Path, cmd: &str) -> anyhow::Result<Value> {
+/// Send one request (`{"cmd": …}` plus `args`' fields), return the reply; an `"ok": false`
+/// reply is an error.
+pub(crate) fn request(path: &Path, cmd: &str, args: Value) -> anyhow::Result<Value> {
     let mut s = UnixStream::connect(path).context("is vrhost running?")?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    writeln!(s, "{}", json!({ "cmd": cmd }))?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut req = json!({ "cmd": cmd });
+    if let (Some(r), Value::Object(a)) = (req.as_object_mut(), args) {
+        r.extend(a);
+    }
+    writeln!(s, "{req}")?;
     let mut line = String::new();
     BufReader::new(&s).read_line(&mut line)?;
     let v: Value = serde_json::from_str(&line).context("bad reply")?;
@@ -129,6 +144,13 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
     }
     if let Some(msg) = v.get("message").and_then(Value::as_str) {
         println!("{msg}");
+    }
+    match v.get("view").and_then(Value::as_str) {
+        Some("vrs") => return print_vrs(v),
+        Some("routes") => return print_routes(v),
+        Some("neigh") => return print_neigh(v),
+        Some("show") => return print_show(v),
+        _ => {}
     }
     if let Some(ports) = v.get("ports").and_then(Value::as_array) {
         println!(
@@ -167,6 +189,117 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
                 r["state"].as_str().unwrap_or("?"),
             );
         }
+    }
+    Ok(())
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or("-")
+}
+
+fn print_vrs(v: &Value) -> anyhow::Result<()> {
+    println!(
+        "{:<16} {:>4} {:>9} {:>9} {:>6}  {:<24} STATE",
+        "VR", "VIFS", "ROUTES4", "ROUTES6", "NEIGH", "NAMESPACE"
+    );
+    for r in v["vrs"].as_array().into_iter().flatten() {
+        println!(
+            "{:<16} {:>4} {:>9} {:>9} {:>6}  {:<24} {}",
+            s(&r["name"]),
+            n(&r["vifs"]),
+            n(&r["routes4"]),
+            n(&r["routes6"]),
+            n(&r["neighbours"]),
+            s(&r["netns"]),
+            s(&r["state"]),
+        );
+    }
+    Ok(())
+}
+
+fn print_routes(v: &Value) -> anyhow::Result<()> {
+    println!(
+        "# VR {}: {} IPv4 and {} IPv6 routes in the data plane",
+        s(&v["vr"]),
+        n(&v["routes4"]),
+        n(&v["routes6"])
+    );
+    println!("{:<44} NEXT HOPS", "PREFIX");
+    for r in v["routes"].as_array().into_iter().flatten() {
+        let hops: Vec<&str> = r["nexthops"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(s)
+            .collect();
+        println!("{:<44} {}", s(&r["prefix"]), hops.join(", "));
+    }
+    Ok(())
+}
+
+fn print_neigh(v: &Value) -> anyhow::Result<()> {
+    println!("{:<40} {:<18} VIF", "ADDRESS", "MAC");
+    for r in v["neighbours"].as_array().into_iter().flatten() {
+        println!(
+            "{:<40} {:<18} {}",
+            s(&r["address"]),
+            s(&r["mac"]),
+            s(&r["vif"])
+        );
+    }
+    Ok(())
+}
+
+fn print_show(v: &Value) -> anyhow::Result<()> {
+    println!("VR {}  state {}", s(&v["name"]), s(&v["state"]));
+    println!(
+        "  namespace {}  weight {}  punt policer {} pps burst {}",
+        s(&v["netns"]),
+        n(&v["weight"]),
+        n(&v["punt_rate"]),
+        n(&v["punt_burst"])
+    );
+    println!(
+        "  routes {} IPv4, {} IPv6; {} neighbours",
+        n(&v["routes4"]),
+        n(&v["routes6"]),
+        n(&v["neighbours"])
+    );
+    println!("  counters:");
+    if let Some(c) = v["counters"].as_object() {
+        for (k, x) in c {
+            println!("    {k:<14} {:>14}", n(x));
+        }
+    }
+    if let Some(d) = v["drops"].as_object().filter(|d| !d.is_empty()) {
+        println!("  drops:");
+        for (k, x) in d {
+            println!("    {k:<24} {:>12}", n(x));
+        }
+    }
+    println!(
+        "  {:<8} {:<18} {:>5} {:<6} {:>12} {:>12}",
+        "VIF", "MAC", "MTU", "PORT", "RX", "TX"
+    );
+    for f in v["vifs"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<8} {:<18} {:>5} {:<6} {:>12} {:>12}",
+            s(&f["name"]),
+            s(&f["mac"]),
+            n(&f["mtu"]),
+            s(&f["port"]),
+            n(&f["rx_packets"]),
+            n(&f["tx_packets"]),
+        );
+    }
+    if let Some(sy) = v["sync"].as_object() {
+        println!("  netlink sync:");
+        for (k, x) in sy {
+            println!("    {k:<18} {x}");
+        }
+    }
+    for p in v["problems"].as_array().into_iter().flatten() {
+        println!("  problem: {}", s(p));
     }
     Ok(())
 }

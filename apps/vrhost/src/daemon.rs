@@ -24,8 +24,10 @@ use tracing::{error, info, warn};
 use vrhost_control::apply;
 use vrhost_control::config::{Config, VrPlan, ifindex};
 use vrhost_control::punt::ControlPlane;
+use vrhost_control::sync::SyncOptions;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
 use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool};
+use vrhost_fib::NextHop;
 
 use crate::ctl;
 use crate::ports::OpenPort;
@@ -109,6 +111,17 @@ impl Daemon {
             }
         }
         let mut control = ControlPlane::new(dp.clone(), &cfg.control.netns_prefix);
+        // Netlink sync threads stay off the workers' cores when there are others.
+        let worker_cores = cfg.dataplane.cores.get_ref();
+        let spare: Vec<usize> = vrhost_control::config::allowed_cores()
+            .into_iter()
+            .filter(|c| !worker_cores.contains(c))
+            .collect();
+        control.set_sync(cfg.control.netlink_sync.then(|| SyncOptions {
+            rcvbuf: *cfg.control.netlink_rcvbuf.get_ref(),
+            cpus: spare,
+            ..SyncOptions::default()
+        }));
         for plan in cfg.plans() {
             add_vr(&dp, &mut control, &cfg, &plan, &port_ids)?;
         }
@@ -155,13 +168,14 @@ impl Daemon {
             }
             let mut requests = 0;
             while let Some(req) = self.ctl.next() {
-                let reply = self.handle(&req.cmd);
+                let reply = self.handle(&req.cmd, &req.args);
                 req.respond(&reply);
                 requests += 1;
             }
             let moved = self.control.poll();
             if last_check.elapsed() > Duration::from_secs(1) {
                 self.check_interfaces();
+                self.control.check();
                 last_check = Instant::now();
             }
             if moved == 0 && requests == 0 {
@@ -229,15 +243,271 @@ impl Daemon {
         }
     }
 
-    fn handle(&mut self, cmd: &str) -> Value {
-        match cmd {
-            "reload" => match self.reload() {
-                Ok(msg) => json!({"ok": true, "message": msg}),
-                Err(e) => json!({"ok": false, "error": e}),
-            },
-            "status" => self.status(),
-            other => json!({"ok": false, "error": format!("unknown command {other:?}")}),
+    fn handle(&mut self, cmd: &str, args: &Value) -> Value {
+        let result = match cmd {
+            "reload" => self.reload().map(|msg| json!({"message": msg})),
+            "status" => Ok(self.status()),
+            "vrs" => Ok(self.list_vrs()),
+            "routes" => self.routes(args),
+            "neigh" => self.neighbours(args),
+            "show" => self.show(args),
+            "netns" => self.netns(args),
+            "add" => self.add_vrs(args).map(|msg| json!({"message": msg})),
+            "remove" => self.remove_vr(args).map(|msg| json!({"message": msg})),
+            other => Err(format!("unknown command {other:?}")),
+        };
+        match result {
+            Ok(mut v) => {
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("ok".into(), Value::Bool(true));
+                }
+                v
+            }
+            Err(e) => json!({"ok": false, "error": e}),
         }
+    }
+
+    /// The `vr` argument, naming a VR that exists.
+    fn vr_arg(&self, args: &Value) -> Result<Arc<vrhost_dataplane::Vr>, String> {
+        let name = args
+            .get("vr")
+            .and_then(Value::as_str)
+            .ok_or("the request names no \"vr\"")?;
+        self.dp
+            .vr(name)
+            .ok_or_else(|| format!("no virtual router {name:?}"))
+    }
+
+    /// "up", "down (…)" or "degraded (…)".
+    fn vr_state(&self, vr: &str) -> String {
+        let vifs = self.dp.vifs(vr).unwrap_or_default();
+        let down: Vec<&str> = vifs
+            .iter()
+            .filter(|v| self.gone.contains(&usize::from(v.config.port)))
+            .map(|v| v.config.name.as_str())
+            .collect();
+        if !down.is_empty() {
+            return format!("down ({} lost its port)", down.join(", "));
+        }
+        let problems = self
+            .control
+            .info(vr)
+            .map(|i| i.problems)
+            .unwrap_or_default();
+        if problems.is_empty() {
+            "up".into()
+        } else {
+            format!("degraded ({})", problems.join("; "))
+        }
+    }
+
+    fn list_vrs(&self) -> Value {
+        let vrs: Vec<Value> = self
+            .dp
+            .vrs()
+            .iter()
+            .map(|vr| {
+                let info = self.control.info(vr.name());
+                json!({
+                    "name": vr.name(),
+                    "vifs": self.dp.vifs(vr.name()).map(|v| v.len()).unwrap_or(0),
+                    "routes4": vr.fib4.len(),
+                    "routes6": vr.fib6.len(),
+                    "neighbours": vr.neigh.entries().len(),
+                    "netns": info.map(|i| i.netns),
+                    "state": self.vr_state(vr.name()),
+                })
+            })
+            .collect();
+        json!({"view": "vrs", "vrs": vrs})
+    }
+
+    fn vif_names(&self, vr: &str) -> BTreeMap<u32, String> {
+        self.dp
+            .vifs(vr)
+            .unwrap_or_default()
+            .iter()
+            .map(|v| (u32::from(v.id), v.config.name.clone()))
+            .collect()
+    }
+
+    fn routes(&self, args: &Value) -> Result<Value, String> {
+        let vr = self.vr_arg(args)?;
+        let names = self.vif_names(vr.name());
+        let dev = |i: u32| names.get(&i).cloned().unwrap_or_else(|| format!("#{i}"));
+        let hop = |h: &NextHop| match *h {
+            NextHop::Via { addr, ifindex } => format!("via {addr} dev {}", dev(ifindex)),
+            NextHop::Attached { ifindex } => format!("dev {}", dev(ifindex)),
+            NextHop::Local => "local".into(),
+            NextHop::Drop => "blackhole".into(),
+            NextHop::Unreachable => "unreachable".into(),
+            NextHop::Prohibit => "prohibit".into(),
+        };
+        let family = args.get("family").and_then(Value::as_u64);
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map_or(usize::MAX, |l| l as usize);
+        let mut routes = Vec::new();
+        let (n4, n6) = (vr.fib4.len(), vr.fib6.len());
+        if family != Some(6) {
+            for (p, set) in vr.fib4.routes().into_iter().take(limit) {
+                let hops: Vec<String> = set.hops().iter().map(hop).collect();
+                routes.push(json!({"prefix": p.to_string(), "nexthops": hops}));
+            }
+        }
+        if family != Some(4) {
+            let left = limit.saturating_sub(routes.len());
+            for (p, set) in vr.fib6.routes().into_iter().take(left) {
+                let hops: Vec<String> = set.hops().iter().map(hop).collect();
+                routes.push(json!({"prefix": p.to_string(), "nexthops": hops}));
+            }
+        }
+        Ok(
+            json!({"view": "routes", "vr": vr.name(), "routes4": n4, "routes6": n6, "routes": routes}),
+        )
+    }
+
+    fn neighbours(&self, args: &Value) -> Result<Value, String> {
+        let vr = self.vr_arg(args)?;
+        let names = self.vif_names(vr.name());
+        let n: Vec<Value> = vr
+            .neigh
+            .entries()
+            .into_iter()
+            .map(|(vif, addr, mac)| {
+                json!({
+                    "address": addr.to_string(),
+                    "mac": mac.to_string(),
+                    "vif": names.get(&u32::from(vif)).cloned().unwrap_or_else(|| format!("#{vif}")),
+                })
+            })
+            .collect();
+        Ok(json!({"view": "neigh", "vr": vr.name(), "neighbours": n}))
+    }
+
+    fn show(&self, args: &Value) -> Result<Value, String> {
+        let vr = self.vr_arg(args)?;
+        let s = vr.stats();
+        let drops: BTreeMap<&str, u64> = Drop::ALL
+            .iter()
+            .map(|d| (d.name(), s.drop(*d)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let info = self.control.info(vr.name()).unwrap_or_default();
+        let vifs: Vec<Value> = self
+            .dp
+            .vifs(vr.name())
+            .unwrap_or_default()
+            .iter()
+            .map(|v| {
+                let st = v.stats();
+                let tap = info.taps.get(usize::from(v.id));
+                json!({
+                    "name": v.config.name,
+                    "mac": v.config.mac.to_string(),
+                    "mtu": v.config.mtu,
+                    "port": self.cfg.ports.get(usize::from(v.config.port)).map(|p| p.name.get_ref().clone()),
+                    "rx_packets": st.rx_packets, "tx_packets": st.tx_packets,
+                    "tap": tap.map(|t| format!("{t:?}")),
+                })
+            })
+            .collect();
+        let sync = info.sync.as_ref().map(|st| {
+            use std::sync::atomic::Ordering::Relaxed;
+            json!({
+                "ready": st.ready.load(Relaxed),
+                "messages": st.messages.load(Relaxed),
+                "route_updates": st.route_updates.load(Relaxed),
+                "neigh_updates": st.neigh_updates.load(Relaxed),
+                "overruns": st.overruns.load(Relaxed),
+                "resyncs": st.resyncs.load(Relaxed),
+                "bad_messages": st.bad_messages.load(Relaxed),
+                "unusable_routes": st.unusable_routes.load(Relaxed),
+                "kernel_routes4": st.kernel_routes4.load(Relaxed),
+                "kernel_routes6": st.kernel_routes6.load(Relaxed),
+                "last_full_sync_ms": st.last_full_sync_us.load(Relaxed) as f64 / 1000.0,
+            })
+        });
+        Ok(json!({
+            "view": "show",
+            "name": vr.name(),
+            "state": self.vr_state(vr.name()),
+            "netns": info.netns,
+            "weight": vr.weight.load(std::sync::atomic::Ordering::Relaxed),
+            "punt_rate": vr.config.punt_rate,
+            "punt_burst": vr.config.punt_burst,
+            "routes4": vr.fib4.len(),
+            "routes6": vr.fib6.len(),
+            "neighbours": vr.neigh.entries().len(),
+            "counters": {
+                "rx_packets": s.rx_packets, "tx_packets": s.tx_packets,
+                "rx_bytes": s.rx_bytes, "tx_bytes": s.tx_bytes,
+                "punted": s.punted, "injected": s.injected,
+                "punt_policed": s.drop(Drop::PuntPoliced),
+                "neigh_miss": s.neigh_miss, "icmp_sent": s.icmp_sent,
+                "flow_hits": s.flow_hits, "flow_misses": s.flow_misses,
+                "fragments": s.fragments,
+                "tap_errors": info.tap_errors,
+                "taps_recreated": info.taps_recreated,
+            },
+            "drops": drops,
+            "vifs": vifs,
+            "sync": sync,
+            "problems": info.problems,
+        }))
+    }
+
+    fn netns(&self, args: &Value) -> Result<Value, String> {
+        let vr = self.vr_arg(args)?;
+        let info = self
+            .control
+            .info(vr.name())
+            .ok_or_else(|| format!("VR {:?} has no control namespace (taps = false)", vr.name()))?;
+        Ok(json!({"netns": info.netns}))
+    }
+
+    /// `vrhost ctl add FILE`: VRs from a TOML snippet, all or none.
+    fn add_vrs(&mut self, args: &Value) -> Result<String, String> {
+        let file = args
+            .get("file")
+            .and_then(Value::as_str)
+            .unwrap_or("<request>");
+        let text = args
+            .get("text")
+            .and_then(Value::as_str)
+            .ok_or("the request has no \"text\"")?;
+        let (merged, plans) = self.cfg.add_vrs(file, text).map_err(|e| e.to_string())?;
+        let mut done = Vec::new();
+        for plan in &plans {
+            if let Err(e) = add_vr(&self.dp, &mut self.control, &merged, plan, &self.port_ids) {
+                for name in done {
+                    self.control.remove(name);
+                    let _ = self.dp.remove_vr(name);
+                }
+                return Err(format!("{e:#}"));
+            }
+            done.push(plan.name.as_str());
+        }
+        self.cfg = merged;
+        Ok(format!(
+            "added {} (until the next reload, which makes the running VRs those of the file)",
+            done.join(", ")
+        ))
+    }
+
+    /// `vrhost ctl remove VR`.
+    fn remove_vr(&mut self, args: &Value) -> Result<String, String> {
+        let vr = self.vr_arg(args)?;
+        let name = vr.name().to_string();
+        drop(vr);
+        self.control.remove(&name);
+        self.dp.remove_vr(&name).map_err(|e| e.to_string())?;
+        if let Some(c) = self.cfg.without_vr(&name) {
+            self.cfg = c;
+        }
+        info!("VR {name} removed");
+        Ok(format!("removed {name}"))
     }
 
     fn status(&self) -> Value {
@@ -267,11 +537,6 @@ impl Daemon {
             .map(|vr| {
                 let s = vr.stats();
                 let vifs = self.dp.vifs(vr.name()).unwrap_or_default();
-                let down: Vec<&str> = vifs
-                    .iter()
-                    .filter(|v| self.gone.contains(&usize::from(v.config.port)))
-                    .map(|v| v.config.name.as_str())
-                    .collect();
                 let drops: BTreeMap<&str, u64> = Drop::ALL
                     .iter()
                     .map(|d| (d.name(), s.drop(*d)))
@@ -280,7 +545,7 @@ impl Daemon {
                 json!({
                     "name": vr.name(),
                     "vifs": vifs.len(),
-                    "state": if down.is_empty() { "up".to_string() } else { format!("down ({} lost its port)", down.join(", ")) },
+                    "state": self.vr_state(vr.name()),
                     "rx_packets": s.rx_packets, "tx_packets": s.tx_packets,
                     "punted": s.punted, "injected": s.injected,
                     "drops": drops.values().sum::<u64>(),

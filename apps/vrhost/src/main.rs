@@ -3,7 +3,9 @@
 //! - `vrhost run [CONFIG]` — run the routers a config file describes; with no file, build a
 //!   demo lab of network namespaces and run the built-in example in it.
 //! - `vrhost check CONFIG` — check a file (and this host) without touching anything.
-//! - `vrhost ctl reload|status` — talk to a running daemon over its control socket.
+//! - `vrhost ctl …` — talk to a running daemon over its control socket: `status`, `reload`,
+//!   `vrs`, `routes VR`, `neigh VR`, `show VR`, `add FILE`, `remove VR`,
+//!   `exec VR -- COMMAND…` (runs COMMAND inside the VR's namespace).
 //!
 //! Signals: SIGTERM and SIGINT stop cleanly (workers joined, XDP programs detached, sockets
 //! and control namespaces closed); SIGHUP reloads the file, as `vrhost ctl reload` does.
@@ -73,6 +75,48 @@ enum CtlCmd {
     Reload,
     /// Ports, VRs and counters.
     Status,
+    /// The VRs: routes and neighbours the data plane holds, namespace, state.
+    Vrs,
+    /// A VR's routes as the data plane holds them.
+    Routes {
+        /// The VR.
+        vr: String,
+        /// Only IPv4 (4) or IPv6 (6).
+        #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["4", "6"]))]
+        family: Option<String>,
+        /// At most this many routes.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// A VR's neighbours as the data plane holds them.
+    Neigh {
+        /// The VR.
+        vr: String,
+    },
+    /// A VR's counters, VIFs, netlink sync and problems.
+    Show {
+        /// The VR.
+        vr: String,
+    },
+    /// Add the VRs of a TOML file of `[[vr]]` sections (as in the config; `-` reads stdin),
+    /// all or none. They run until the next reload.
+    Add {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Remove a VR (and its namespace).
+    Remove {
+        /// The VR.
+        vr: String,
+    },
+    /// Run a command inside a VR's namespace (`vrhost ctl exec blue -- ip route`).
+    Exec {
+        /// The VR.
+        vr: String,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -120,12 +164,52 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Ctl { socket, json, cmd } => {
-            let req = match cmd {
-                CtlCmd::Reload => "reload",
-                CtlCmd::Status => "status",
+            use serde_json::json;
+            let ask = |req: &str, args: serde_json::Value| {
+                ctl::request(&socket, req, args)
+                    .with_context(|| format!("control socket {}", socket.display()))
             };
-            let reply = ctl::request(&socket, req)
-                .with_context(|| format!("control socket {}", socket.display()))?;
+            let reply = match cmd {
+                CtlCmd::Reload => ask("reload", json!({}))?,
+                CtlCmd::Status => ask("status", json!({}))?,
+                CtlCmd::Vrs => ask("vrs", json!({}))?,
+                CtlCmd::Routes { vr, family, limit } => {
+                    let family: Option<u8> = family.and_then(|f| f.parse().ok());
+                    ask(
+                        "routes",
+                        json!({"vr": vr, "family": family, "limit": limit}),
+                    )?
+                }
+                CtlCmd::Neigh { vr } => ask("neigh", json!({"vr": vr}))?,
+                CtlCmd::Show { vr } => ask("show", json!({"vr": vr}))?,
+                CtlCmd::Add { file } => {
+                    let text = if file.as_os_str() == "-" {
+                        std::io::read_to_string(std::io::stdin())?
+                    } else {
+                        std::fs::read_to_string(&file)
+                            .with_context(|| format!("reading {}", file.display()))?
+                    };
+                    ask(
+                        "add",
+                        json!({"file": file.display().to_string(), "text": text}),
+                    )?
+                }
+                CtlCmd::Remove { vr } => ask("remove", json!({"vr": vr}))?,
+                CtlCmd::Exec { vr, command } => {
+                    let reply = ask("netns", json!({"vr": vr}))?;
+                    let ns = reply["netns"]
+                        .as_str()
+                        .context("no namespace in the reply")?;
+                    // `ip netns exec` also gives the command the namespace's view of /sys
+                    // and /etc/netns; exec(3) so exit status and terminal are the command's.
+                    use std::os::unix::process::CommandExt;
+                    let e = std::process::Command::new("ip")
+                        .args(["netns", "exec", ns])
+                        .args(&command)
+                        .exec();
+                    anyhow::bail!("running ip netns exec {ns}: {e}");
+                }
+            };
             ctl::print(&reply, json)
         }
     }

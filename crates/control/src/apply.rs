@@ -61,6 +61,8 @@ pub fn add_vr(dp: &Dataplane, plan: &VrPlan, ports: &[PortId]) -> Result<Arc<Vr>
     };
     let mut cfg = VrConfig::new(plan.name.clone());
     cfg.weight = plan.weight;
+    cfg.punt_rate = plan.punt_rate;
+    cfg.punt_burst = plan.punt_burst;
     let vr = dp.add_vr(cfg).map_err(dperr)?;
     let built = (|| {
         for v in &plan.vifs {

@@ -117,6 +117,18 @@ pub struct ControlSection {
     /// punted packets are counted and dropped.
     #[serde(default = "yes")]
     pub taps: bool,
+    /// Whether to mirror what is configured inside each namespace (routes, addresses,
+    /// neighbours, by `ip`, BIRD, FRR …) into the data plane over netlink (only with `taps`: the namespaces come with them).
+    #[serde(default = "yes")]
+    pub netlink_sync: bool,
+    /// Receive buffer of each VR's netlink event socket, bytes (4096..=1 GiB). Bursts that
+    /// overrun it cost a full resync (counted), not correctness.
+    #[serde(default = "default_rcvbuf")]
+    pub netlink_rcvbuf: Spanned<usize>,
+}
+
+fn default_rcvbuf() -> Spanned<usize> {
+    Spanned::new(0..0, 64 << 20)
 }
 
 fn default_prefix() -> String {
@@ -131,6 +143,8 @@ impl Default for ControlSection {
         ControlSection {
             netns_prefix: default_prefix(),
             taps: true,
+            netlink_sync: true,
+            netlink_rcvbuf: default_rcvbuf(),
         }
     }
 }
@@ -257,6 +271,21 @@ pub struct VrSpec {
     /// Static neighbours.
     #[serde(default, rename = "neighbor", alias = "neighbour")]
     pub neighbors: Vec<NeighSpec>,
+    /// Packets per second the VR may punt to its control plane (policer; 0 = unlimited), so
+    /// a flood at one router's own addresses cannot starve forwarding or other VRs.
+    #[serde(default = "default_punt_rate")]
+    pub punt_rate: Spanned<u32>,
+    /// Punt burst (packets).
+    #[serde(default = "default_punt_burst")]
+    pub punt_burst: Spanned<u32>,
+}
+
+fn default_punt_rate() -> Spanned<u32> {
+    Spanned::new(0..0, 10_000)
+}
+
+fn default_punt_burst() -> Spanned<u32> {
+    Spanned::new(0..0, 1_000)
 }
 
 fn default_weight() -> Spanned<u32> {
@@ -300,6 +329,10 @@ pub struct VrPlan {
     pub name: String,
     /// Weight.
     pub weight: u32,
+    /// Punt policer rate (packets/s, 0 = unlimited).
+    pub punt_rate: u32,
+    /// Punt policer burst.
+    pub punt_burst: u32,
     /// Interfaces in order (VIF ids are their indexes).
     pub vifs: Vec<VifPlan>,
     /// Routes: prefix, what to do.
@@ -367,19 +400,7 @@ impl Config {
 
     /// Parse and check `text` (everything that needs only the file).
     pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
-        let raw: Raw = toml::from_str(text).map_err(|e| {
-            let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
-            ConfigError {
-                file: file.into(),
-                line,
-                column,
-                field: e
-                    .span()
-                    .and_then(|s| key_at(text, s.start))
-                    .unwrap_or_else(|| "-".into()),
-                message: e.message().trim().to_string(),
-            }
-        })?;
+        let raw: Raw = from_toml(file, text)?;
         let c = Config {
             file: file.into(),
             text: text.into(),
@@ -390,6 +411,48 @@ impl Config {
         };
         c.check()?;
         Ok(c)
+    }
+
+    /// Check the `[[vr]]` sections of another file (`vrhost ctl add`) against this running
+    /// config, as if they were appended to it: errors name that file's lines; a name or MAC
+    /// already used by a running VR is refused. Returns this config with them added, and
+    /// their plans.
+    pub fn add_vrs(&self, file: &str, text: &str) -> Result<(Config, Vec<VrPlan>), ConfigError> {
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Snippet {
+            #[serde(default, rename = "vr")]
+            vrs: Vec<VrSpec>,
+        }
+        let snippet: Snippet = from_toml(file, text)?;
+        let checker = Config {
+            file: file.into(),
+            text: text.into(),
+            dataplane: self.dataplane.clone(),
+            control: self.control.clone(),
+            ports: self.ports.clone(),
+            vrs: self.vrs.iter().chain(&snippet.vrs).cloned().collect(),
+        };
+        if snippet.vrs.is_empty() {
+            return Err(checker.error_at(0..0, "vr", "the file names no [[vr]]"));
+        }
+        checker.check()?;
+        let plans = snippet
+            .vrs
+            .iter()
+            .map(|v| checker.plan_vr(v))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut merged = self.clone();
+        merged.vrs.extend(snippet.vrs);
+        Ok((merged, plans))
+    }
+
+    /// This config without VR `name` (`vrhost ctl remove`); `None` if it has no such VR.
+    pub fn without_vr(&self, name: &str) -> Option<Config> {
+        let i = self.vrs.iter().position(|v| v.name.get_ref() == name)?;
+        let mut c = self.clone();
+        c.vrs.remove(i);
+        Some(c)
     }
 
     /// An error at `span` of this file.
@@ -440,6 +503,14 @@ impl Config {
                 0..0,
                 "control.netns_prefix",
                 format!("{prefix:?} is not usable in a namespace name"),
+            ));
+        }
+        let rb = &self.control.netlink_rcvbuf;
+        if !(4096..=1 << 30).contains(rb.get_ref()) {
+            return Err(self.err(
+                rb,
+                "control.netlink_rcvbuf",
+                "must be 4096..=1073741824 bytes",
             ));
         }
         if self.ports.is_empty() {
@@ -527,6 +598,9 @@ impl Config {
     pub fn plan_vr(&self, vr: &VrSpec) -> Result<VrPlan, ConfigError> {
         if *vr.weight.get_ref() == 0 {
             return Err(self.err(&vr.weight, "vr.weight", "must be at least 1"));
+        }
+        if *vr.punt_burst.get_ref() == 0 || *vr.punt_burst.get_ref() > 1_000_000 {
+            return Err(self.err(&vr.punt_burst, "vr.punt_burst", "must be 1..=1000000"));
         }
         let mut vifs = Vec::new();
         let mut vif_names = HashSet::new();
@@ -707,6 +781,8 @@ impl Config {
         Ok(VrPlan {
             name: vr.name.get_ref().clone(),
             weight: *vr.weight.get_ref(),
+            punt_rate: *vr.punt_rate.get_ref(),
+            punt_burst: *vr.punt_burst.get_ref(),
             vifs,
             routes,
             neighbors,
@@ -782,6 +858,23 @@ pub fn allowed_cores() -> Vec<usize> {
         // SAFETY: `c` is below CPU_SETSIZE.
         .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
         .collect()
+}
+
+/// Deserialize TOML, errors placed in `file`.
+fn from_toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+        ConfigError {
+            file: file.into(),
+            line,
+            column,
+            field: e
+                .span()
+                .and_then(|s| key_at(text, s.start))
+                .unwrap_or_else(|| "-".into()),
+            message: e.message().trim().to_string(),
+        }
+    })
 }
 
 fn line_col(text: &str, at: usize) -> (usize, usize) {

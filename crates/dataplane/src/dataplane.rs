@@ -443,7 +443,7 @@ impl Dataplane {
         let vif = Arc::new(Vif {
             id,
             config,
-            counters: per_worker(self.0.workers),
+            counters: per_worker(self.0.workers).into(),
         });
         self.publish(|snap| {
             snap.ports[usize::from(vif.config.port)] = demux;
@@ -486,6 +486,45 @@ impl Dataplane {
             snap.ports[usize::from(v.config.port)].remove(&v.config, r);
             let mut vifs: Vec<_> = s.vifs.to_vec();
             vifs[usize::from(v.id)] = None;
+            snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
+                vr: s.vr.clone(),
+                vifs: vifs.into(),
+            });
+        });
+        Ok(())
+    }
+
+    /// Change the IP MTU of VIF `vif` of VR `vr` (the control plane mirrors `ip link set dev
+    /// VIF mtu N` done in the VR's namespace). The VIF is replaced in the published snapshot by
+    /// one with the new MTU and the same counters; workers pick it up at their next poll.
+    pub fn set_vif_mtu(&self, vr: &str, vif: VifId, mtu: u16) -> Result<(), DpError> {
+        let what = format!("interface {vif} of {vr:?}");
+        if !(68..=MAX_MTU).contains(&mtu) {
+            return Err(bad(&what, "mtu", format!("{mtu} not in 68..={MAX_MTU}")));
+        }
+        let _g = self.ctl();
+        let s = self.find(vr).ok_or_else(|| DpError::NoVr(vr.into()))?;
+        let old = s
+            .vifs
+            .get(usize::from(vif))
+            .and_then(Option::as_ref)
+            .ok_or_else(|| DpError::NoVif {
+                vr: vr.into(),
+                vif: vif.to_string(),
+            })?;
+        if old.config.mtu == mtu {
+            return Ok(());
+        }
+        let mut config = old.config.clone();
+        config.mtu = mtu;
+        let new = Arc::new(Vif {
+            id: old.id,
+            config,
+            counters: old.counters.clone(),
+        });
+        self.publish(|snap| {
+            let mut vifs: Vec<_> = s.vifs.to_vec();
+            vifs[usize::from(vif)] = Some(new);
             snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
                 vr: s.vr.clone(),
                 vifs: vifs.into(),

@@ -190,7 +190,8 @@ pub struct Vif {
     pub id: VifId,
     /// The configuration it was created with.
     pub config: VifConfig,
-    pub(crate) counters: Box<[CachePadded<VifCounters>]>,
+    /// Shared with the `Vif` that replaces this one when its MTU changes, so counts go on.
+    pub(crate) counters: Arc<[CachePadded<VifCounters>]>,
 }
 
 impl Vif {

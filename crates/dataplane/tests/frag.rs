@@ -245,3 +245,36 @@ fn pool_running_dry_mid_way_is_counted() {
     assert_drops(&s, &[(Drop::FragNoBuffer, 1)]);
     assert_clean(&mut rig);
 }
+
+#[test]
+fn mtu_changed_at_run_time_applies_to_the_next_packet_and_keeps_counters() {
+    let mut rig = Rig::new(2);
+    let vr = Blue::default().build(&mut rig);
+    let mut l3 = udp4(HOST_A, FAR, 64, 1, 2, &[0x33; 900]);
+    clear_df(&mut l3);
+    rig.send(0, &eth(mac(1), HOST_MAC, None, 0x0800, &l3));
+    rig.run();
+    assert_eq!(rig.recv(1).len(), 1, "fits the default MTU");
+    let b = rig.dp.vif("blue", "b").unwrap();
+    let before = b.stats();
+    rig.dp.set_vif_mtu("blue", b.id, 576).unwrap();
+    assert_eq!(rig.dp.vif("blue", "b").unwrap().config.mtu, 576);
+    rig.send(0, &eth(mac(1), HOST_MAC, None, 0x0800, &l3));
+    rig.run();
+    assert_eq!(rig.recv(1).len(), 2, "fragmented at the new MTU");
+    let after = rig.dp.vif("blue", "b").unwrap().stats();
+    assert_eq!(
+        after.tx_packets,
+        before.tx_packets + 2,
+        "counters carried over"
+    );
+    let e = rig
+        .dp
+        .set_vif_mtu("blue", b.id, 20)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("mtu"), "{e}");
+    assert!(rig.dp.set_vif_mtu("blue", 99, 1500).is_err());
+    assert_drops(&vr.stats(), &[]);
+    assert_clean(&mut rig);
+}

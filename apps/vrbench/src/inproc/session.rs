@@ -139,6 +139,11 @@ impl Session {
         })
     }
 
+    /// The data plane under test (to add VRs beside the generated ones).
+    pub(crate) fn dataplane(&self) -> &vrhost_dataplane::Dataplane {
+        &self.built.dp
+    }
+
     /// `offer` for every worker.
     pub(crate) fn all(&self, offer: Offer) -> Vec<Offer> {
         vec![offer; self.sc.workers]

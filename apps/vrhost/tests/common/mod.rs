@@ -51,16 +51,29 @@ impl Daemon {
     /// Start vrhost on `text` inside the lab's router namespace and wait until its control
     /// socket answers.
     pub fn start(lab: &Lab, text: &str) -> Daemon {
+        Daemon::start_in(lab.router(), lab.prefix(), text)
+    }
+
+    /// Start vrhost on `text` inside namespace `router`; `prefix` names its files and must
+    /// be the start of the config's `netns_prefix` (`<prefix>-vr-`), so a failed test's VR
+    /// namespaces are found and removed.
+    pub fn start_in(router: &Netns, prefix: &str, text: &str) -> Daemon {
         let n = N.fetch_add(1, Ordering::Relaxed);
-        let base = std::env::temp_dir().join(format!("{}-{n}", lab.prefix()));
+        let base = std::env::temp_dir().join(format!("{prefix}-{n}"));
         let config = base.with_extension("toml");
         let socket = base.with_extension("sock");
         let log = base.with_extension("log");
         std::fs::write(&config, text).unwrap();
-        Daemon::spawn(lab, config, socket, log, format!("{}-vr-", lab.prefix()))
+        Daemon::spawn(router, config, socket, log, format!("{prefix}-vr-"))
     }
 
-    fn spawn(lab: &Lab, config: PathBuf, socket: PathBuf, log: PathBuf, prefix: String) -> Daemon {
+    fn spawn(
+        router: &Netns,
+        config: PathBuf,
+        socket: PathBuf,
+        log: PathBuf,
+        prefix: String,
+    ) -> Daemon {
         let logf = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -69,7 +82,7 @@ impl Daemon {
         // Not `ip netns exec`: that also gives the child a mount namespace of its own, and
         // the VRs' namespaces it creates would be invisible outside it.
         let child = Command::new(bin())
-            .args(["run", "--netns", lab.router().name()])
+            .args(["run", "--netns", router.name()])
             .arg(&config)
             .arg("--socket")
             .arg(&socket)
@@ -173,7 +186,7 @@ impl Daemon {
     pub fn restart(mut self, lab: &Lab) -> Daemon {
         self.kill9();
         let d = Daemon::spawn(
-            lab,
+            lab.router(),
             self.config.clone(),
             self.socket.clone(),
             self.log.clone(),

@@ -247,3 +247,69 @@ fn mac_and_prefix_parsers() {
     assert!(parse_prefix("fd00::/8").is_some());
     assert!(parse_ifaddr("10.0.0.1").is_none());
 }
+
+#[test]
+fn punt_policer_and_netlink_settings() {
+    let c = Config::parse("t.toml", &with(VR)).unwrap();
+    let p = &c.plans()[0];
+    assert_eq!((p.punt_rate, p.punt_burst), (10_000, 1_000), "defaults");
+    assert!(c.control.netlink_sync);
+    assert_eq!(*c.control.netlink_rcvbuf.get_ref(), 64 << 20);
+    let text = with(&VR.replacen(
+        "weight = 2",
+        "weight = 2\npunt_rate = 500\npunt_burst = 50",
+        1,
+    ));
+    let p = &Config::parse("t.toml", &text).unwrap().plans()[0];
+    assert_eq!((p.punt_rate, p.punt_burst), (500, 50));
+    let e = err(&with(&VR.replacen(
+        "weight = 2",
+        "weight = 2\npunt_burst = 0",
+        1,
+    )));
+    assert_eq!(e.field, "vr.punt_burst", "{e}");
+    let text = format!("[control]\nnetlink_rcvbuf = 100\n{}", with(VR));
+    let e = err(&text);
+    assert_eq!(
+        (e.field.as_str(), e.line),
+        ("control.netlink_rcvbuf", 2),
+        "{e}"
+    );
+    let text = format!(
+        "[control]\nnetlink_sync = false\nnetlink_rcvbuf = 4096\n{}",
+        with(VR)
+    );
+    let c = Config::parse("t.toml", &text).unwrap();
+    assert!(!c.control.netlink_sync);
+}
+
+#[test]
+fn vrs_added_at_run_time_are_checked_against_the_running_ones() {
+    let c = Config::parse("t.toml", &with(VR)).unwrap();
+    let green = VR
+        .replace("\"blue\"", "\"green\"")
+        .replace("02:00:00:00:00:0", "02:00:00:00:01:0");
+    let (merged, plans) = c.add_vrs("green.toml", &green).unwrap();
+    assert_eq!(plans.len(), 1);
+    assert_eq!(plans[0].name, "green");
+    assert_eq!(merged.plans().len(), 2);
+    // The same name again, or a MAC a running VR uses: refused, placed in the new file.
+    let e = c.add_vrs("again.toml", VR).unwrap_err();
+    assert_eq!(
+        (e.file.as_str(), e.field.as_str()),
+        ("again.toml", "vr.name"),
+        "{e}"
+    );
+    let clash = VR.replace("\"blue\"", "\"red\"");
+    let e = c.add_vrs("red.toml", &clash).unwrap_err();
+    assert_eq!(e.field, "vr.vif.mac", "{e}");
+    assert_eq!(e.line, 8, "{e}");
+    let e = c.add_vrs("none.toml", "# nothing\n").unwrap_err();
+    assert_eq!(e.field, "vr");
+    let e = c
+        .add_vrs("bad.toml", "[[vr]]\nname = \"x\"\nbogus = 1\n")
+        .unwrap_err();
+    assert_eq!((e.file.as_str(), e.line), ("bad.toml", 3), "{e}");
+    assert_eq!(merged.without_vr("green").unwrap().plans().len(), 1);
+    assert!(c.without_vr("nope").is_none());
+}

@@ -1,0 +1,332 @@
+//! The control plane end to end, as root: routes and neighbours configured inside a VR's
+//! namespace reach the data plane and are shown by `vrhost ctl`; VRs added and removed at
+//! run time; commands run inside a VR; a flood at a router's own address is policed.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Daemon, config, ping};
+use serde_json::{Value, json};
+use vrhost_lab::{Lab, LabSpec, Side, require_root};
+
+fn lab(vrs: u32) -> Option<Lab> {
+    require_root("vrhost control-plane test")
+        .then(|| Lab::up(&LabSpec::unique("cp").vrs(vrs)).unwrap())
+}
+
+fn ctl_json(d: &Daemon, args: &[&str]) -> Value {
+    let mut full = vec!["--json"];
+    full.extend_from_slice(args);
+    let out = d.ctl(&full);
+    assert!(
+        out.status.success(),
+        "vrhost ctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn ctl_text(d: &Daemon, args: &[&str]) -> String {
+    let out = d.ctl(args);
+    assert!(
+        out.status.success(),
+        "vrhost ctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn wait(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn has_route(d: &Daemon, vr: &str, prefix: &str, hop: &str) -> bool {
+    ctl_json(d, &["routes", vr]).get("routes").is_some_and(|r| {
+        r.as_array().unwrap().iter().any(|r| {
+            r["prefix"] == prefix && r["nexthops"].as_array().unwrap().contains(&json!(hop))
+        })
+    })
+}
+
+#[test]
+fn routes_set_inside_a_vr_are_forwarded_and_shown_by_ctl() {
+    let Some(lab) = lab(1) else { return };
+    let d = Daemon::start(&lab, &config(&lab, "auto", &[0]));
+    let vr = lab.vr(0);
+    // An address for a far network on side B's host, reached through a route added inside
+    // the VR's namespace (not in the config): only the netlink sync can make it work.
+    let host_b = &vr.side(Side::B).host;
+    host_b
+        .ip(&["addr", "add", "198.51.100.1/32", "dev", "eth0"])
+        .unwrap();
+    let gw_b = vr.b.addrs.host4.to_string();
+    let out = d.ctl(&[
+        "exec",
+        "vr0",
+        "--",
+        "ip",
+        "route",
+        "add",
+        "198.51.100.0/24",
+        "via",
+        &gw_b,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hop = format!("via {gw_b} dev b");
+    wait("route in the data plane", 10, || {
+        has_route(&d, "vr0", "198.51.100.0/24", &hop)
+    });
+    assert_eq!(ping(&lab, 0, "198.51.100.1", 3, "0.05"), (3, 3));
+    // The table view shows it too, and the exec'd command's output comes back.
+    let text = ctl_text(&d, &["routes", "vr0", "--family", "4"]);
+    assert!(
+        text.contains("198.51.100.0/24") && text.contains(&hop),
+        "{text}"
+    );
+    let out = d.ctl(&[
+        "exec",
+        "vr0",
+        "--",
+        "ip",
+        "route",
+        "show",
+        "198.51.100.0/24",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&gw_b));
+    // Deleting it inside the namespace withdraws it.
+    let out = d.ctl(&["exec", "vr0", "--", "ip", "route", "del", "198.51.100.0/24"]);
+    assert!(out.status.success());
+    wait("route withdrawn", 10, || {
+        !has_route(&d, "vr0", "198.51.100.0/24", &hop)
+    });
+    // Neighbours: a static one made inside shows in the data plane.
+    let out = d.ctl(&[
+        "exec",
+        "vr0",
+        "--",
+        "ip",
+        "neigh",
+        "replace",
+        "10.0.1.77",
+        "lladdr",
+        "02:00:00:00:00:77",
+        "dev",
+        "b",
+    ]);
+    assert!(out.status.success());
+    wait("neighbour in the data plane", 10, || {
+        ctl_json(&d, &["neigh", "vr0"])["neighbours"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["address"] == "10.0.1.77" && n["mac"] == "02:00:00:00:00:77")
+    });
+    let show = ctl_json(&d, &["show", "vr0"]);
+    assert_eq!(show["state"], "up", "{show}");
+    assert!(
+        show["sync"]["route_updates"].as_u64().unwrap() >= 2,
+        "{show}"
+    );
+    let vrs = ctl_json(&d, &["vrs"]);
+    assert_eq!(vrs["vrs"][0]["name"], "vr0");
+    let text = ctl_text(&d, &["show", "vr0"]);
+    assert!(
+        text.contains("netlink sync") && text.contains("punt policer"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_neighbour_unknown_to_the_data_plane_is_resolved_through_the_namespace() {
+    let Some(lab) = lab(1) else { return };
+    // No static neighbours: the first packet to each host is punted, the namespace's kernel
+    // forwards it and resolves the host (ARP/ND through the tap and the port); the sync then
+    // gives the data plane the neighbour.
+    let text: String = config(&lab, "auto", &[0])
+        .split("[[vr.neighbor]]")
+        .next()
+        .unwrap()
+        .to_string();
+    let d = Daemon::start(&lab, &text);
+    let vr = lab.vr(0);
+    let (b4, b6) = (vr.b.addrs.host4.to_string(), vr.b.addrs.host6.to_string());
+    let (_, got) = ping(&lab, 0, &b4, 5, "0.1");
+    assert!(got >= 4, "IPv4: {got}/5");
+    let (_, got) = ping(&lab, 0, &b6, 5, "0.1");
+    assert!(got >= 4, "IPv6: {got}/5");
+    let n = ctl_json(&d, &["neigh", "vr0"]);
+    let addrs: Vec<&str> = n["neighbours"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["address"].as_str().unwrap())
+        .collect();
+    assert!(addrs.contains(&b4.as_str()), "{addrs:?}");
+    assert!(addrs.contains(&b6.as_str()), "{addrs:?}");
+    let show = ctl_json(&d, &["show", "vr0"]);
+    assert!(
+        show["counters"]["neigh_miss"].as_u64().unwrap() >= 1,
+        "{show}"
+    );
+    // Later packets are forwarded by the data plane, not punted.
+    let punted = show["counters"]["punted"].as_u64().unwrap();
+    assert_eq!(ping(&lab, 0, &b4, 20, "0.02"), (20, 20));
+    let after = ctl_json(&d, &["show", "vr0"])["counters"]["punted"]
+        .as_u64()
+        .unwrap();
+    assert!(after - punted < 5, "punted {} more", after - punted);
+}
+
+#[test]
+fn vrs_are_added_and_removed_at_run_time() {
+    let Some(lab) = lab(2) else { return };
+    let d = Daemon::start(&lab, &config(&lab, "auto", &[0]));
+    let full = config(&lab, "auto", &[1]);
+    let snippet = &full[full.find("[[vr]]").unwrap()..];
+    let file = d.config.with_extension("add.toml");
+    std::fs::write(&file, snippet).unwrap();
+    let msg = ctl_text(&d, &["add", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    assert!(msg.contains("added vr1"), "{msg}");
+    let b1 = lab.vr(1).b.addrs.host4.to_string();
+    assert_eq!(ping(&lab, 1, &b1, 3, "0.05"), (3, 3));
+    let ns = ctl_json(&d, &["vrs"])["vrs"][1]["netns"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(vrhost_lab::Netns::exists(&ns));
+    // Adding it again is refused with the file's place.
+    std::fs::write(&file, snippet).unwrap();
+    let out = d.ctl(&["add", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("vr.name") && err.contains("add.toml:"),
+        "{err}"
+    );
+    let msg = ctl_text(&d, &["remove", "vr1"]);
+    assert!(msg.contains("removed vr1"), "{msg}");
+    assert!(!vrhost_lab::Netns::exists(&ns));
+    assert_eq!(ping(&lab, 1, &b1, 2, "0.05").1, 0);
+    // vr0 never noticed.
+    let b0 = lab.vr(0).b.addrs.host4.to_string();
+    assert_eq!(ping(&lab, 0, &b0, 3, "0.05"), (3, 3));
+    let out = d.ctl(&["show", "vr1"]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn a_flood_at_a_routers_own_address_is_policed_and_others_forward() {
+    let Some(lab) = lab(2) else { return };
+    let text = config(&lab, "auto", &[0, 1]).replace(
+        "[[vr]]\nname = \"vr0\"",
+        "[[vr]]\nname = \"vr0\"\npunt_rate = 200\npunt_burst = 20",
+    );
+    assert!(text.contains("punt_rate = 200"));
+    let d = Daemon::start(&lab, &text);
+    let vr = lab.vr(0);
+    let gw = vr.a.addrs.gw4.to_string();
+    // A flood of pings at vr0's own address (punted) while vr1 forwards.
+    let flood = vr
+        .side(Side::A)
+        .host
+        .command(&[
+            "ping", "-f", "-l", "200", "-q", "-c", "50000", "-W", "1", &gw,
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _flood = Reap(flood);
+    let b1 = lab.vr(1).b.addrs.host4.to_string();
+    assert_eq!(ping(&lab, 1, &b1, 20, "0.02"), (20, 20));
+    wait("policer drops", 20, || {
+        ctl_json(&d, &["show", "vr0"])["counters"]["punt_policed"]
+            .as_u64()
+            .unwrap()
+            > 100
+    });
+    let show = ctl_json(&d, &["show", "vr0"]);
+    assert_eq!(show["punt_rate"], 200);
+    assert!(
+        show["drops"]["punt-policed"].as_u64().unwrap() > 100,
+        "{show}"
+    );
+}
+
+#[test]
+fn a_tap_or_namespace_removed_by_hand_degrades_only_its_vr() {
+    let Some(lab) = lab(2) else { return };
+    let d = Daemon::start(&lab, &config(&lab, "auto", &[0, 1]));
+    let ns0 = ctl_json(&d, &["show", "vr0"])["netns"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b0 = lab.vr(0).b.addrs.host4.to_string();
+    let b1 = lab.vr(1).b.addrs.host4.to_string();
+    // A route whose next hop is on no VIF (the namespace's loopback): counted, shown.
+    let out = d.ctl(&[
+        "exec",
+        "vr0",
+        "--",
+        "ip",
+        "route",
+        "add",
+        "10.77.0.0/16",
+        "dev",
+        "lo",
+    ]);
+    assert!(out.status.success());
+    wait("unusable route counted", 10, || {
+        ctl_json(&d, &["show", "vr0"])["sync"]["unusable_routes"] == 1
+    });
+    // The tap of vr0's side-A VIF deleted by hand: noticed, made again with its addresses,
+    // neighbours and routes; vr0 forwards again.
+    vrhost_lab::ip(&["-n", &ns0, "link", "del", "dev", "a"]).unwrap();
+    wait("tap made again", 10, || {
+        let s = ctl_json(&d, &["show", "vr0"]);
+        s["counters"]["taps_recreated"] == 1 && s["state"] == "up"
+    });
+    wait("forwarding through the rebuilt VIF", 10, || {
+        ping(&lab, 0, &b0, 1, "0.05") == (1, 1)
+    });
+    // Its namespace deleted from outside.
+    vrhost_lab::ip(&["netns", "del", &ns0]).unwrap();
+    wait("namespace loss reported", 10, || {
+        ctl_json(&d, &["show", "vr0"])["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str().unwrap().contains("deleted from outside"))
+    });
+    // vr0's data plane still forwards with what it had; vr1 is untouched.
+    assert_eq!(ping(&lab, 0, &b0, 3, "0.05"), (3, 3));
+    assert_eq!(ping(&lab, 1, &b1, 3, "0.05"), (3, 3));
+    assert_eq!(ctl_json(&d, &["show", "vr1"])["state"], "up");
+    let text = ctl_text(&d, &["vrs"]);
+    assert!(text.contains("degraded"), "{text}");
+    // Removing and adding vr0 again (a reload of the same file after removal) rebuilds it.
+    ctl_text(&d, &["remove", "vr0"]);
+    let msg = ctl_text(&d, &["reload"]);
+    assert!(msg.contains("1 VRs added"), "{msg}");
+    wait("vr0 rebuilt", 10, || {
+        ctl_json(&d, &["show", "vr0"])["state"] == "up"
+    });
+    assert_eq!(ping(&lab, 0, &b0, 3, "0.05"), (3, 3));
+}

@@ -1,0 +1,397 @@
+//! The mirror fed with events shaped as the kernel sends them (the sequences were taken from
+//! `ip monitor route` on kernel 6.18: IPv6 multipath siblings are announced as the whole set
+//! and deleted one next hop at a time; IPv4 `append` adds a second route of the same metric).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use vrhost_dataplane::{
+    Dataplane, DataplaneConfig, IfAddr, IpPrefix, Pool, VifConfig, Vr, VrConfig,
+};
+use vrhost_fib::{NextHop, NextHopSet, Prefix4, Prefix6};
+use vrhost_wire::EthernetAddress;
+
+use super::*;
+
+const A: u32 = 10; // tap "a" → VIF 0
+const B: u32 = 11; // tap "b" → VIF 1
+const LO: u32 = 1;
+const DUMMY: u32 = 12;
+
+fn vr() -> (Dataplane, Arc<Vr>) {
+    let dp = Dataplane::new(
+        Pool::new(1024),
+        DataplaneConfig {
+            workers: 1,
+            ports: vec!["p0".into()],
+        },
+    )
+    .unwrap();
+    let vr = dp.add_vr(VrConfig::new("blue")).unwrap();
+    (dp, vr)
+}
+
+fn mirror() -> Mirror {
+    let mut m = Mirror::new([("a".to_string(), 0), ("b".to_string(), 1)]);
+    for (index, name) in [(LO, "lo"), (A, "a"), (B, "b"), (DUMMY, "dummy0")] {
+        m.event(Event::Link {
+            index,
+            name: name.into(),
+            up: true,
+            mtu: 1500,
+        });
+    }
+    m
+}
+
+fn p4(s: &str) -> IpPrefix {
+    IpPrefix::V4(s.parse().unwrap())
+}
+
+fn p6(s: &str) -> IpPrefix {
+    IpPrefix::V6(s.parse().unwrap())
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn hop(gw: Option<&str>, oif: u32) -> Hop {
+    Hop {
+        gateway: gw.map(ip),
+        oif,
+        dead: false,
+    }
+}
+
+fn rt(prefix: IpPrefix, metric: u32, hops: Vec<Hop>) -> RouteMsg {
+    RouteMsg {
+        prefix,
+        table: RT_TABLE_MAIN,
+        metric,
+        tos: 0,
+        src_len: 0,
+        kind: RouteKind::Unicast,
+        hops,
+        append: false,
+        replace: false,
+    }
+}
+
+fn via(a: &str, vif: u32) -> NextHop {
+    NextHop::Via {
+        addr: ip(a),
+        ifindex: vif,
+    }
+}
+
+fn get4(vr: &Vr, p: &str) -> Option<Vec<NextHop>> {
+    vr.fib4
+        .get(&p.parse::<Prefix4>().unwrap())
+        .map(|s| s.hops().to_vec())
+}
+
+fn get6(vr: &Vr, p: &str) -> Option<Vec<NextHop>> {
+    vr.fib6
+        .get(&p.parse::<Prefix6>().unwrap())
+        .map(|s| s.hops().to_vec())
+}
+
+#[test]
+fn addresses_make_the_same_routes_as_add_vif() {
+    // What the data plane installs for configured addresses …
+    let (dp, reference) = vr();
+    dp.add_vif(
+        "blue",
+        VifConfig {
+            name: "a".into(),
+            port: 0,
+            vlan: None,
+            key: Default::default(),
+            mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            mtu: 1500,
+            addrs: vec![
+                IfAddr::V4("10.0.0.1".parse().unwrap(), 24),
+                IfAddr::V6("fd00:a::1".parse().unwrap(), 64),
+            ],
+        },
+    )
+    .unwrap();
+    // … equals what the mirror makes of the same addresses added in the namespace, with the
+    // subnet routes the kernel puts in the main table.
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    m.event(Event::Addr {
+        deleted: false,
+        index: A,
+        addr: ip("10.0.0.1"),
+        len: 24,
+    });
+    m.event(Event::Addr {
+        deleted: false,
+        index: A,
+        addr: ip("fd00:a::1"),
+        len: 64,
+    });
+    m.event(Event::Route(rt(p4("10.0.0.0/24"), 0, vec![hop(None, A)])));
+    m.event(Event::Route(rt(p6("fd00:a::/64"), 256, vec![hop(None, A)])));
+    // Link-local routes are never mirrored; loopback addresses neither.
+    m.event(Event::Route(rt(p6("fe80::/64"), 256, vec![hop(None, A)])));
+    m.event(Event::Addr {
+        deleted: false,
+        index: LO,
+        addr: ip("127.0.0.1"),
+        len: 8,
+    });
+    m.apply_all(&vr);
+    assert_eq!(vr.fib4.routes(), reference.fib4.routes());
+    assert_eq!(vr.fib6.routes(), reference.fib6.routes());
+    assert_eq!(get4(&vr, "10.0.0.255/32"), Some(vec![NextHop::Local]));
+
+    // An address added later does the same incrementally, and goes again.
+    m.event(Event::Addr {
+        deleted: false,
+        index: B,
+        addr: ip("192.0.2.1"),
+        len: 32,
+    });
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "192.0.2.1/32"), Some(vec![NextHop::Local]));
+    m.event(Event::Addr {
+        deleted: true,
+        index: B,
+        addr: ip("192.0.2.1"),
+        len: 32,
+    });
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "192.0.2.1/32"), None);
+}
+
+#[test]
+fn lowest_metric_wins_and_the_next_takes_over_when_it_goes() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    let p = p4("198.51.100.0/24");
+    m.event(Event::Route(rt(p, 200, vec![hop(Some("10.1.0.2"), B)])));
+    m.event(Event::Route(rt(p, 100, vec![hop(Some("10.0.0.2"), A)])));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "198.51.100.0/24"), Some(vec![via("10.0.0.2", 0)]));
+    m.event(Event::DelRoute(rt(p, 100, vec![hop(Some("10.0.0.2"), A)])));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "198.51.100.0/24"), Some(vec![via("10.1.0.2", 1)]));
+    m.event(Event::DelRoute(rt(p, 200, vec![hop(Some("10.1.0.2"), B)])));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "198.51.100.0/24"), None);
+}
+
+#[test]
+fn ipv4_append_queues_behind_and_replace_takes_the_first() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    let p = p4("203.0.113.0/24");
+    m.event(Event::Route(rt(p, 0, vec![hop(Some("10.0.0.2"), A)])));
+    let mut app = rt(p, 0, vec![hop(Some("10.1.0.2"), B)]);
+    app.append = true;
+    m.event(Event::Route(app.clone()));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "203.0.113.0/24"), Some(vec![via("10.0.0.2", 0)]));
+    m.event(Event::DelRoute(rt(p, 0, vec![hop(Some("10.0.0.2"), A)])));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "203.0.113.0/24"), Some(vec![via("10.1.0.2", 1)]));
+    let mut rep = rt(p, 0, vec![hop(Some("10.0.0.9"), A)]);
+    rep.replace = true;
+    m.event(Event::Route(rep));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "203.0.113.0/24"), Some(vec![via("10.0.0.9", 0)]));
+}
+
+#[test]
+fn ipv6_multipath_siblings_come_whole_and_go_one_by_one() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    let p = p6("2001:db8::/32");
+    m.event(Event::Route(rt(
+        p,
+        1024,
+        vec![hop(Some("fd00::2"), A), hop(Some("fd01::2"), B)],
+    )));
+    m.apply(&vr);
+    assert_eq!(
+        get6(&vr, "2001:db8::/32"),
+        Some(vec![via("fd00::2", 0), via("fd01::2", 1)])
+    );
+    // `ip -6 route append`: the kernel announces the whole new set.
+    m.event(Event::Route(rt(
+        p,
+        1024,
+        vec![
+            hop(Some("fd00::3"), A),
+            hop(Some("fd00::2"), A),
+            hop(Some("fd01::2"), B),
+        ],
+    )));
+    // Deleting one sibling names only that one.
+    m.event(Event::DelRoute(rt(p, 1024, vec![hop(Some("fd00::2"), A)])));
+    m.apply(&vr);
+    assert_eq!(
+        get6(&vr, "2001:db8::/32"),
+        Some(vec![via("fd00::3", 0), via("fd01::2", 1)])
+    );
+    m.event(Event::DelRoute(rt(
+        p,
+        1024,
+        vec![hop(Some("fd00::3"), A), hop(Some("fd01::2"), B)],
+    )));
+    m.apply(&vr);
+    assert_eq!(get6(&vr, "2001:db8::/32"), None);
+}
+
+#[test]
+fn special_routes_and_routes_off_the_vifs() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    for (p, kind, want) in [
+        ("10.9.0.0/16", RouteKind::Blackhole, NextHop::Drop),
+        ("10.10.0.0/16", RouteKind::Unreachable, NextHop::Unreachable),
+        ("10.11.0.0/16", RouteKind::Prohibit, NextHop::Prohibit),
+        ("10.12.0.1/32", RouteKind::Local, NextHop::Local),
+    ] {
+        let mut r = rt(p4(p), 0, vec![]);
+        r.kind = kind;
+        m.event(Event::Route(r));
+        m.apply(&vr);
+        assert_eq!(get4(&vr, p), Some(vec![want]), "{p}");
+    }
+    // Through a dummy interface: the data plane cannot, so it is left out and counted.
+    m.event(Event::Route(rt(
+        p4("10.20.0.0/16"),
+        0,
+        vec![hop(None, DUMMY)],
+    )));
+    let a = m.apply(&vr);
+    assert_eq!(get4(&vr, "10.20.0.0/16"), None);
+    assert_eq!((m.unusable(), a.new_unusable), (1, 1));
+    // A multipath route with one member off the VIFs keeps the others.
+    m.event(Event::Route(rt(
+        p4("10.21.0.0/16"),
+        0,
+        vec![hop(Some("10.0.0.2"), A), hop(None, DUMMY)],
+    )));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "10.21.0.0/16"), Some(vec![via("10.0.0.2", 0)]));
+    m.event(Event::DelRoute(rt(
+        p4("10.20.0.0/16"),
+        0,
+        vec![hop(None, DUMMY)],
+    )));
+    m.apply(&vr);
+    assert_eq!(m.unusable(), 0);
+    // Other tables, TOS routes: not mirrored.
+    let mut other = rt(p4("10.30.0.0/16"), 0, vec![hop(Some("10.0.0.2"), A)]);
+    other.table = 100;
+    m.event(Event::Route(other));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "10.30.0.0/16"), None);
+}
+
+#[test]
+fn a_tap_going_down_or_away_takes_its_next_hops_and_neighbours() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    m.event(Event::Route(rt(
+        p4("0.0.0.0/0"),
+        0,
+        vec![hop(Some("10.0.0.2"), A), hop(Some("10.1.0.2"), B)],
+    )));
+    m.event(Event::Neigh {
+        deleted: false,
+        index: B,
+        addr: ip("10.1.0.2"),
+        mac: Some(EthernetAddress([2, 0, 0, 0, 0, 2])),
+        state: NeighState::Valid,
+    });
+    m.apply_all(&vr);
+    assert_eq!(
+        vr.neigh.get(1, ip("10.1.0.2")),
+        Some(EthernetAddress([2, 0, 0, 0, 0, 2]))
+    );
+    assert_eq!(get4(&vr, "0.0.0.0/0").unwrap().len(), 2);
+    m.event(Event::Link {
+        index: B,
+        name: "b".into(),
+        up: false,
+        mtu: 1500,
+    });
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "0.0.0.0/0"), Some(vec![via("10.0.0.2", 0)]));
+    m.event(Event::DelLink {
+        index: B,
+        name: "b".into(),
+    });
+    m.apply(&vr);
+    assert_eq!(vr.neigh.get(1, ip("10.1.0.2")), None);
+    let changes = m.take_link_changes();
+    assert!(
+        changes.contains(&LinkChange::TapGone {
+            vif: 1,
+            name: "b".into()
+        }),
+        "{changes:?}"
+    );
+}
+
+#[test]
+fn neighbours_follow_their_state() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    let mac = EthernetAddress([2, 0, 0, 0, 0, 7]);
+    let n = |deleted, state, mac| Event::Neigh {
+        deleted,
+        index: A,
+        addr: ip("10.0.0.7"),
+        mac,
+        state,
+    };
+    m.event(n(false, NeighState::Invalid, None));
+    m.apply(&vr);
+    assert_eq!(vr.neigh.get(0, ip("10.0.0.7")), None);
+    m.event(n(false, NeighState::Valid, Some(mac)));
+    m.apply(&vr);
+    assert_eq!(vr.neigh.get(0, ip("10.0.0.7")), Some(mac));
+    m.event(n(false, NeighState::Invalid, Some(mac)));
+    m.apply(&vr);
+    assert_eq!(vr.neigh.get(0, ip("10.0.0.7")), None);
+    m.event(n(false, NeighState::Valid, Some(mac)));
+    m.event(n(true, NeighState::Valid, Some(mac)));
+    m.apply(&vr);
+    assert_eq!(vr.neigh.get(0, ip("10.0.0.7")), None);
+}
+
+#[test]
+fn apply_all_touches_only_what_differs_and_removes_what_the_kernel_lacks() {
+    let (_dp, vr) = vr();
+    vr.fib4
+        .insert("172.16.0.0/12".parse().unwrap(), NextHop::Drop)
+        .unwrap();
+    vr.neigh
+        .set(0, ip("10.0.0.99"), EthernetAddress([2, 0, 0, 0, 0, 9]));
+    let mut m = mirror();
+    m.event(Event::Route(rt(
+        p4("10.5.0.0/16"),
+        0,
+        vec![hop(Some("10.0.0.2"), A)],
+    )));
+    let a = m.apply_all(&vr);
+    assert_eq!((a.routes, a.neighbours), (2, 1));
+    assert_eq!(vr.fib4.len(), 1);
+    assert!(vr.neigh.entries().is_empty());
+    // Nothing changed: nothing touched.
+    let g = vr.fib4.generation();
+    let a = m.apply_all(&vr);
+    assert_eq!((a.routes, a.neighbours), (0, 0));
+    assert_eq!(vr.fib4.generation(), g);
+    assert_eq!(
+        vr.fib4.get(&"10.5.0.0/16".parse().unwrap()),
+        Some(NextHopSet::one(via("10.0.0.2", 0)))
+    );
+}

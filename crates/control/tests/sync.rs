@@ -1,0 +1,357 @@
+//! Netlink sync against a real kernel (root): a VR's namespace is changed with `ip` and the
+//! data plane's FIBs, neighbour table and VIFs must follow — including after the kernel
+//! drops notifications. Each test's namespaces have unique names and are deleted when its
+//! control plane drops, even when the test fails.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use vrhost_control::apply;
+use vrhost_control::config::Config;
+use vrhost_control::punt::ControlPlane;
+use vrhost_control::sync::SyncOptions;
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, Vr};
+use vrhost_fib::{NextHop, Prefix4, Prefix6};
+use vrhost_lab::{Netns, require_root};
+use vrhost_wire::EthernetAddress;
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+struct Rig {
+    dp: Dataplane,
+    cp: ControlPlane,
+    vr: Arc<Vr>,
+    ns: String,
+}
+
+const CONFIG: &str = r#"
+[[port]]
+name = "p0"
+interface = "p0"
+[[port]]
+name = "p1"
+interface = "p1"
+
+[[vr]]
+name = "blue"
+[[vr.vif]]
+name = "a"
+port = "p0"
+mac = "02:76:00:00:00:01"
+addresses = ["10.0.0.1/24", "fd00:a::1/64"]
+[[vr.vif]]
+name = "b"
+port = "p1"
+mac = "02:76:00:00:00:02"
+addresses = ["10.1.0.1/24", "fd00:b::1/64"]
+[[vr.route]]
+prefix = "192.0.2.0/24"
+via = "10.1.0.2"
+[[vr.route]]
+prefix = "2001:db8:ff::/48"
+via = "fd00:b::2"
+[[vr.route]]
+prefix = "10.99.0.0/16"
+type = "blackhole"
+[[vr.neighbor]]
+address = "10.1.0.2"
+mac = "02:76:00:00:00:22"
+vif = "b"
+"#;
+
+impl Rig {
+    fn new(opts: SyncOptions) -> Rig {
+        let cfg = Config::parse("sync-test", CONFIG).unwrap();
+        let dp = Dataplane::new(
+            Pool::new(4096),
+            DataplaneConfig {
+                workers: 1,
+                ports: vec!["p0".into(), "p1".into()],
+            },
+        )
+        .unwrap();
+        let prefix = format!(
+            "vrsync{}-{}-",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut cp = ControlPlane::new(dp.clone(), &prefix);
+        cp.set_sync(Some(opts));
+        let plan = &cfg.plans()[0];
+        let vr = apply::add_vr(&dp, plan, &[0, 1]).unwrap();
+        cp.add(plan).unwrap();
+        let ns = cp.netns_name("blue");
+        let rig = Rig { dp, cp, vr, ns };
+        rig.wait("first dump applied", || {
+            rig.cp
+                .info("blue")
+                .and_then(|i| i.sync)
+                .is_some_and(|s| s.ready.load(Ordering::Acquire))
+        });
+        rig
+    }
+
+    fn netns(&self) -> Netns {
+        let mut n = Netns::adopt(&self.ns);
+        n.set_keep(true);
+        n
+    }
+
+    fn ip(&self, args: &str) {
+        let a: Vec<&str> = args.split_whitespace().collect();
+        self.netns().ip(&a).unwrap();
+    }
+
+    fn wait(&self, what: &str, mut f: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn r4(&self, p: &str) -> Option<Vec<NextHop>> {
+        self.vr
+            .fib4
+            .get(&p.parse::<Prefix4>().unwrap())
+            .map(|s| s.hops().to_vec())
+    }
+
+    fn r6(&self, p: &str) -> Option<Vec<NextHop>> {
+        self.vr
+            .fib6
+            .get(&p.parse::<Prefix6>().unwrap())
+            .map(|s| s.hops().to_vec())
+    }
+}
+
+fn via(a: &str, vif: u32) -> NextHop {
+    NextHop::Via {
+        addr: a.parse().unwrap(),
+        ifindex: vif,
+    }
+}
+
+#[test]
+fn static_config_is_in_the_namespace_and_the_fib_agrees() {
+    if !require_root("netlink sync test") {
+        return;
+    }
+    let rig = Rig::new(SyncOptions::default());
+    let out = rig.netns().ip(&["route", "show"]).unwrap();
+    let routes = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        routes.contains("192.0.2.0/24 via 10.1.0.2 dev b"),
+        "{routes}"
+    );
+    assert!(routes.contains("blackhole 10.99.0.0/16"), "{routes}");
+    assert_eq!(rig.r4("192.0.2.0/24"), Some(vec![via("10.1.0.2", 1)]));
+    assert_eq!(rig.r6("2001:db8:ff::/48"), Some(vec![via("fd00:b::2", 1)]));
+    assert_eq!(rig.r4("10.99.0.0/16"), Some(vec![NextHop::Drop]));
+    assert_eq!(rig.r4("10.0.0.1/32"), Some(vec![NextHop::Local]));
+    assert_eq!(
+        rig.r4("10.0.0.0/24"),
+        Some(vec![NextHop::Attached { ifindex: 0 }])
+    );
+    assert_eq!(
+        rig.vr.neigh.get(1, "10.1.0.2".parse().unwrap()),
+        Some(EthernetAddress([2, 0x76, 0, 0, 0, 0x22]))
+    );
+    let s = rig.cp.info("blue").unwrap();
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+}
+
+#[test]
+fn ip_route_and_neigh_in_the_namespace_reach_the_data_plane() {
+    if !require_root("netlink sync test") {
+        return;
+    }
+    let rig = Rig::new(SyncOptions::default());
+    rig.ip("route add 198.51.100.0/24 via 10.0.0.2");
+    rig.wait("v4 route", || {
+        rig.r4("198.51.100.0/24") == Some(vec![via("10.0.0.2", 0)])
+    });
+    rig.ip("route add 203.0.113.0/24 nexthop via 10.0.0.2 nexthop via 10.1.0.2");
+    rig.wait("v4 ECMP", || {
+        rig.r4("203.0.113.0/24") == Some(vec![via("10.0.0.2", 0), via("10.1.0.2", 1)])
+    });
+    rig.ip("-6 route add 2001:db8:1::/48 nexthop via fd00:a::2 dev a nexthop via fd00:b::2 dev b");
+    rig.wait("v6 ECMP", || {
+        rig.r6("2001:db8:1::/48") == Some(vec![via("fd00:a::2", 0), via("fd00:b::2", 1)])
+    });
+    rig.ip("-6 route del 2001:db8:1::/48 via fd00:a::2 dev a");
+    rig.wait("v6 sibling gone", || {
+        rig.r6("2001:db8:1::/48") == Some(vec![via("fd00:b::2", 1)])
+    });
+    rig.ip("route add unreachable 10.50.0.0/16");
+    rig.ip("-6 route add prohibit 2001:db8:2::/48");
+    rig.wait("special routes", || {
+        rig.r4("10.50.0.0/16") == Some(vec![NextHop::Unreachable])
+            && rig.r6("2001:db8:2::/48") == Some(vec![NextHop::Prohibit])
+    });
+    rig.ip("route replace default via 10.1.0.2");
+    rig.wait("default", || {
+        rig.r4("0.0.0.0/0") == Some(vec![via("10.1.0.2", 1)])
+    });
+    rig.ip("route del 198.51.100.0/24");
+    rig.wait("v4 route gone", || rig.r4("198.51.100.0/24").is_none());
+
+    // Addresses added in the namespace become local, their subnets attached.
+    rig.ip("addr add 10.7.0.1/24 dev a");
+    rig.wait("new address", || {
+        rig.r4("10.7.0.1/32") == Some(vec![NextHop::Local])
+            && rig.r4("10.7.0.0/24") == Some(vec![NextHop::Attached { ifindex: 0 }])
+    });
+    rig.ip("addr del 10.7.0.1/24 dev a");
+    rig.wait("address gone", || {
+        rig.r4("10.7.0.1/32").is_none() && rig.r4("10.7.0.0/24").is_none()
+    });
+
+    let mac = EthernetAddress([2, 0, 0, 0, 0, 7]);
+    let n: IpAddr = "10.0.0.7".parse().unwrap();
+    rig.ip("neigh add 10.0.0.7 lladdr 02:00:00:00:00:07 dev a");
+    rig.wait("neighbour", || rig.vr.neigh.get(0, n) == Some(mac));
+    rig.ip("neigh del 10.0.0.7 dev a");
+    rig.wait("neighbour gone", || rig.vr.neigh.get(0, n).is_none());
+
+    // MTU of a tap follows to the VIF.
+    rig.ip("link set dev a mtu 1400");
+    rig.wait("mtu", || {
+        rig.dp
+            .vif("blue", "a")
+            .is_some_and(|v| v.config.mtu == 1400)
+    });
+    let s = rig.cp.info("blue").unwrap();
+    let st = s.sync.unwrap();
+    assert_eq!(st.overruns.load(Ordering::Relaxed), 0);
+    assert!(st.route_updates.load(Ordering::Relaxed) >= 10);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+}
+
+#[test]
+fn bad_input_is_reported_and_counted_never_a_crash() {
+    if !require_root("netlink sync test") {
+        return;
+    }
+    let mut rig = Rig::new(SyncOptions::default());
+    // A route through an interface that is no VIF (`lo`): counted, not installed.
+    rig.ip("route add 10.60.0.0/16 dev lo");
+    rig.wait("unusable counted", || {
+        rig.cp
+            .info("blue")
+            .and_then(|i| i.sync)
+            .is_some_and(|s| s.unusable_routes.load(Ordering::Relaxed) == 1)
+    });
+    assert_eq!(rig.r4("10.60.0.0/16"), None);
+    rig.ip("route del 10.60.0.0/16 dev lo");
+    rig.wait("unusable gone", || {
+        rig.cp
+            .info("blue")
+            .and_then(|i| i.sync)
+            .is_some_and(|s| s.unusable_routes.load(Ordering::Relaxed) == 0)
+    });
+    // A tap deleted by hand: the VR is degraded; its routes and neighbours go.
+    rig.ip("link del dev b");
+    rig.wait("degraded for the tap", || {
+        rig.cp
+            .info("blue")
+            .is_some_and(|i| i.problems.iter().any(|p| p.contains("tap \"b\"")))
+    });
+    rig.wait("routes via b gone", || rig.r4("192.0.2.0/24").is_none());
+    assert!(rig.vr.neigh.get(1, "10.1.0.2".parse().unwrap()).is_none());
+    assert_eq!(rig.r4("10.0.0.1/32"), Some(vec![NextHop::Local]));
+    // The namespace deleted from outside (`ip netns del`): degraded, nothing else breaks.
+    vrhost_lab::ip(&["netns", "del", &rig.ns]).unwrap();
+    rig.cp.check();
+    let i = rig.cp.info("blue").unwrap();
+    assert!(
+        i.problems
+            .iter()
+            .any(|p| p.contains("deleted from outside")),
+        "{:?}",
+        i.problems
+    );
+    // The punt/inject loop goes on (whatever the namespace kernel still sends).
+    rig.cp.poll();
+    rig.cp.remove("blue");
+}
+
+/// All of the main table as `ip -j route` shows it, as (prefix, next hops) in the FIB's terms.
+fn kernel_table(rig: &Rig) -> Vec<(Prefix4, Vec<NextHop>)> {
+    let out = rig
+        .netns()
+        .ip(&["-j", "-4", "route", "show", "table", "main"])
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut t: Vec<(Prefix4, Vec<NextHop>)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let dst = r["dst"].as_str().unwrap();
+            let p: Prefix4 = if dst == "default" {
+                "0.0.0.0/0".parse().unwrap()
+            } else {
+                dst.parse().unwrap()
+            };
+            let vif = |d: &serde_json::Value| if d == "a" { 0 } else { 1 };
+            let hop = match (r["type"].as_str(), r["gateway"].as_str()) {
+                (Some("blackhole"), _) => NextHop::Drop,
+                (_, Some(g)) => via(g, vif(&r["dev"])),
+                (_, None) => NextHop::Attached {
+                    ifindex: vif(&r["dev"]),
+                },
+            };
+            (p, vec![hop])
+        })
+        .collect();
+    t.sort_by_key(|e| e.0);
+    t
+}
+
+fn fib_table(rig: &Rig) -> Vec<(Prefix4, Vec<NextHop>)> {
+    rig.vr
+        .fib4
+        .routes()
+        .into_iter()
+        .filter(|(_, s)| s.hops() != [NextHop::Local])
+        .map(|(p, s)| (p, s.hops().to_vec()))
+        .collect()
+}
+
+#[test]
+fn overrun_ends_in_a_resync_and_the_fib_equals_the_kernel() {
+    if !require_root("netlink sync test") {
+        return;
+    }
+    // A tiny receive buffer, so a burst overruns it for sure.
+    let rig = Rig::new(SyncOptions {
+        rcvbuf: 4096,
+        ..SyncOptions::default()
+    });
+    // 100,000 route changes: 60,000 adds, 20,000 deletes, 20,000 replaces.
+    let p = |i: u32| format!("{}.{}.{}.0/24", 100 + i / 65536, (i / 256) % 256, i % 256);
+    let mut lines = Vec::new();
+    for i in 0..60_000 {
+        lines.push(format!("route add {} via 10.0.0.2", p(i)));
+    }
+    for i in 0..20_000 {
+        lines.push(format!("route del {}", p(i)));
+    }
+    for i in 20_000..40_000 {
+        lines.push(format!("route replace {} via 10.1.0.2", p(i)));
+    }
+    rig.netns().ip_batch(&lines).unwrap();
+    let st = rig.cp.info("blue").unwrap().sync.unwrap();
+    rig.wait("an overrun and a resync", || {
+        st.overruns.load(Ordering::Relaxed) >= 1 && st.resyncs.load(Ordering::Relaxed) >= 1
+    });
+    let kernel = kernel_table(&rig);
+    assert!(kernel.len() > 40_000, "{}", kernel.len());
+    rig.wait("FIB equal to the kernel's table", || {
+        fib_table(&rig) == kernel
+    });
+    assert_eq!(st.unusable_routes.load(Ordering::Relaxed), 0);
+}
