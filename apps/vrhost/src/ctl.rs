@@ -234,6 +234,15 @@ fn print_routes(v: &Value) -> anyhow::Result<()> {
             .collect();
         println!("{:<44} {}", s(&r["prefix"]), hops.join(", "));
     }
+    let shown = v["routes"].as_array().map_or(0, Vec::len) as u64;
+    let total = match v["family"].as_u64() {
+        Some(4) => n(&v["routes4"]),
+        Some(6) => n(&v["routes6"]),
+        _ => n(&v["routes4"]) + n(&v["routes6"]),
+    };
+    if shown < total {
+        println!("# {shown} shown (--limit N for more, --family 4|6, --json for all)");
+    }
     Ok(())
 }
 

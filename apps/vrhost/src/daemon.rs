@@ -364,7 +364,7 @@ impl Daemon {
             }
         }
         Ok(
-            json!({"view": "routes", "vr": vr.name(), "routes4": n4, "routes6": n6, "routes": routes}),
+            json!({"view": "routes", "vr": vr.name(), "family": family, "routes4": n4, "routes6": n6, "routes": routes}),
         )
     }
 

@@ -84,7 +84,7 @@ enum CtlCmd {
         /// Only IPv4 (4) or IPv6 (6).
         #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(["4", "6"]))]
         family: Option<String>,
-        /// At most this many routes.
+        /// At most this many routes [default: 10,000 in a table, all with --json].
         #[arg(long)]
         limit: Option<u64>,
     },
@@ -175,6 +175,8 @@ fn main() -> anyhow::Result<()> {
                 CtlCmd::Vrs => ask("vrs", json!({}))?,
                 CtlCmd::Routes { vr, family, limit } => {
                     let family: Option<u8> = family.and_then(|f| f.parse().ok());
+                    // A table for people stops at 10,000 lines unless asked; JSON is whole.
+                    let limit = limit.or((!json).then_some(10_000));
                     ask(
                         "routes",
                         json!({"vr": vr, "family": family, "limit": limit}),
