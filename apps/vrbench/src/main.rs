@@ -5,6 +5,9 @@
 //!   per node, drops by reason; `--suite` runs the targets of the data-plane issue.
 //! * `vrbench fib`: build the generated full Internet tables and measure the FIB (lookups/s
 //!   single and batch over several destination mixes, build/insert/delete rates, memory).
+//! * `vrbench fwd`: forwarding rate through the namespace lab, 64-byte frames from an XDP
+//!   live-frames generator to an XDP sink: vrhost (AF_XDP, AF_PACKET) against the kernel's
+//!   IP forwarder, single- and 2-queue layouts, 1 and 64 VRs, interleaved trials.
 //! * `vrbench lab up|down|ls|show`: the network-namespace lab (vrhost or the kernel
 //!   forwarding) that measurements over real ports and a new user's first try run in.
 //! * `vrbench sync latency|isolation`: the control plane's netlink sync — how soon routes
@@ -15,6 +18,7 @@
 //! add the RFC 2544 commands over real ports.
 
 mod fibbench;
+mod fwd;
 mod inproc;
 mod lab;
 mod syncbench;
@@ -35,6 +39,8 @@ enum Cmd {
     Inproc(inproc::Args),
     /// FIB benchmark on generated full IPv4/IPv6 tables.
     Fib(fibbench::Args),
+    /// Forwarding rate through the lab: vrhost vs the kernel, 64-byte frames.
+    Fwd(fwd::Args),
     /// Network-namespace lab: `up` (build and keep), `down`, `ls`, `show`.
     Lab(lab::Args),
     /// The control plane's netlink sync: `latency` (routes added in a VR's namespace until
@@ -50,6 +56,7 @@ fn main() -> anyhow::Result<()> {
     {
         Cmd::Inproc(a) => inproc::run(&a),
         Cmd::Fib(a) => fibbench::run(&a),
+        Cmd::Fwd(a) => fwd::run(&a),
         Cmd::Lab(a) => lab::run(&a),
         Cmd::Sync(a) => syncbench::run(&a),
     }
