@@ -11,8 +11,9 @@
 //! the owner returns the packets still queued for it to the pool, and the `Vr` is freed when
 //! the last reference goes. Other VRs see nothing of it.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use crossbeam_queue::ArrayQueue;
@@ -25,11 +26,16 @@ use crate::counters::{
 use crate::demux::{PortDemux, VifRef};
 use crate::error::DpError;
 use crate::neigh::NeighTable;
+use crate::policer::Policer;
 use crate::pool::{MAX_FRAME, Pkt, Pool};
 use crate::port::{PortId, RxQueue, TxQueue};
 use crate::ring::ring;
+use crate::sched::{Fairness, Scheduler, WATCH_WINDOW, Watchdog};
 use crate::vr::{DemuxKey, IfAddr, Vif, VifConfig, VifId, Vr, VrConfig, VrId};
-use crate::worker::Worker;
+use crate::worker::{Handoff, Worker};
+
+/// Largest VR weight.
+pub const MAX_WEIGHT: u32 = 1_000_000;
 
 /// Largest MTU a VIF may have: a slot's frame room less Ethernet and two VLAN tags.
 pub const MAX_MTU: u16 = (MAX_FRAME - 22) as u16;
@@ -48,6 +54,8 @@ pub struct DataplaneConfig {
 pub(crate) struct VrSnap {
     pub(crate) vr: Arc<Vr>,
     pub(crate) vifs: Arc<[Option<Arc<Vif>>]>,
+    /// The worker that runs it.
+    pub(crate) owner: usize,
 }
 
 /// Everything about the topology a worker reads, replaced whole on change.
@@ -68,6 +76,11 @@ pub(crate) struct WorkerCounters {
     pub(crate) idle_polls: Counter,
     /// Polls in total.
     pub(crate) polls: Counter,
+    /// TSC cycles of polls that did work.
+    pub(crate) busy_cycles: Counter,
+    /// Receive queues left unpolled for a poll because every VR they feed had a poll's
+    /// worth queued (back-pressure: the excess waits in the NIC).
+    pub(crate) rx_held: Counter,
 }
 
 impl Default for WorkerCounters {
@@ -77,6 +90,8 @@ impl Default for WorkerCounters {
             drops: core::array::from_fn(|_| Counter::default()),
             idle_polls: Counter::default(),
             polls: Counter::default(),
+            busy_cycles: Counter::default(),
+            rx_held: Counter::default(),
         }
     }
 }
@@ -91,6 +106,68 @@ pub(crate) struct Shared {
     pub(crate) snap: ArcSwap<Snapshot>,
     pub(crate) version: AtomicU64,
     ctl: Mutex<Vec<bool>>,
+    /// The clock every worker reads (policers compare times across workers).
+    epoch: Instant,
+    /// Test hook: when nonzero, the time in ns instead of the clock.
+    test_now: AtomicU64,
+    fairness: AtomicU8,
+    scheduler: AtomicU8,
+    /// Watchdog budget in cycles (0 = off) and strikes.
+    watchdog_budget: AtomicU64,
+    watchdog_strikes: AtomicU32,
+}
+
+impl Shared {
+    /// Nanoseconds since the data plane was made (or the test clock).
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        match self.test_now.load(Ordering::Relaxed) {
+            0 => self.epoch.elapsed().as_nanos() as u64,
+            t => t,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn fairness(&self) -> Fairness {
+        match self.fairness.load(Ordering::Relaxed) {
+            0 => Fairness::Packets,
+            _ => Fairness::Cycles,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn scheduler(&self) -> Scheduler {
+        match self.scheduler.load(Ordering::Relaxed) {
+            0 => Scheduler::Stride,
+            _ => Scheduler::RoundRobin,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn watchdog(&self) -> Option<Watchdog> {
+        match self.watchdog_budget.load(Ordering::Relaxed) {
+            0 => None,
+            b => Some(Watchdog {
+                budget_cycles: b,
+                strikes: self.watchdog_strikes.load(Ordering::Relaxed),
+            }),
+        }
+    }
+}
+
+/// One worker's load, as [`Dataplane::worker_stats`] reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Polls in total.
+    pub polls: u64,
+    /// Polls that found no work.
+    pub idle_polls: u64,
+    /// TSC cycles spent in polls that did work (busy ratio = its growth ÷ elapsed TSC).
+    pub busy_cycles: u64,
+    /// Receive queues left unpolled under back-pressure (per poll and queue).
+    pub rx_held: u64,
+    /// VRs assigned to the worker.
+    pub vrs: usize,
 }
 
 /// The data plane's control handle. Cheap to clone; every method may be called from any
@@ -144,6 +221,12 @@ impl Dataplane {
             snap: ArcSwap::from_pointee(snap),
             version: AtomicU64::new(0),
             ctl: Mutex::new(vec![false; config.workers]),
+            epoch: Instant::now(),
+            test_now: AtomicU64::new(0),
+            fairness: AtomicU8::new(0),
+            scheduler: AtomicU8::new(0),
+            watchdog_budget: AtomicU64::new(0),
+            watchdog_strikes: AtomicU32::new(3),
         })))
     }
 
@@ -226,9 +309,8 @@ impl Dataplane {
         if config.name.is_empty() {
             return Err(bad(&what, "name", "must not be empty"));
         }
-        if config.weight == 0 {
-            return Err(bad(&what, "weight", "must be at least 1"));
-        }
+        check_weight(&what, config.weight)?;
+        check_policer(&what, config.policer_pps, config.policer_bps)?;
         if config.ingress_ring < 2 || config.ingress_ring > 1 << 20 {
             return Err(bad(&what, "ingress_ring", "must be 2..=1048576"));
         }
@@ -271,17 +353,21 @@ impl Dataplane {
         let owner = config.worker.unwrap_or_else(|| {
             let mut load = vec![0usize; self.0.workers];
             for s in snap.vrs.iter().flatten() {
-                load[s.vr.owner] += 1;
+                load[s.owner] += 1;
             }
             (0..self.0.workers).min_by_key(|w| load[*w]).unwrap_or(0)
         });
         let (tx, rx): (Vec<_>, Vec<_>) = (0..self.0.workers)
             .map(|_| ring(config.ingress_ring))
             .unzip();
+        let policer = Policer::default();
+        policer.set(config.policer_pps, config.policer_bps);
         let vr = Arc::new(Vr {
             id,
-            owner,
+            owner: AtomicUsize::new(owner),
             weight: AtomicU32::new(config.weight),
+            quarantined: AtomicBool::new(false),
+            policer,
             fib4: Fib4::with_config(FibConfig {
                 top_bits: config.fib4_top_bits,
             }),
@@ -291,7 +377,7 @@ impl Dataplane {
             neigh: NeighTable::default(),
             pool: self.0.pool.clone(),
             ingress_tx: tx.into_iter().map(|p| Mutex::new(Some(p))).collect(),
-            ingress_rx: Mutex::new(Some(rx)),
+            handoff: Mutex::new(Some(Handoff::new(rx))),
             punt: ArrayQueue::new(config.punt_queue),
             inject: ArrayQueue::new(1024),
             counters: per_worker(self.0.workers),
@@ -306,6 +392,7 @@ impl Dataplane {
             s.vrs[i] = Some(VrSnap {
                 vr: vr.clone(),
                 vifs: Arc::from(Vec::new()),
+                owner,
             });
         });
         Ok(vr)
@@ -327,6 +414,137 @@ impl Dataplane {
             snap.vrs[usize::from(s.vr.id)] = None;
         });
         Ok(())
+    }
+
+    /// Change VR `name`'s scheduling weight (1..=[`MAX_WEIGHT`]); its worker charges the
+    /// next vector with it.
+    pub fn set_weight(&self, name: &str, weight: u32) -> Result<(), DpError> {
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        check_weight(&format!("virtual router {name:?}"), weight)?;
+        s.vr.weight.store(weight, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Set or clear VR `name`'s ingress policer (packets/s, bits/s; `None` = no limit, 0 is
+    /// refused). Applies from the next receive burst.
+    pub fn set_policer(
+        &self,
+        name: &str,
+        pps: Option<u64>,
+        bps: Option<u64>,
+    ) -> Result<(), DpError> {
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        check_policer(&format!("virtual router {name:?}"), pps, bps)?;
+        s.vr.policer.set(pps, bps);
+        Ok(())
+    }
+
+    /// Share workers by packets or by CPU cycles (takes effect at the next vector).
+    pub fn set_fairness(&self, f: Fairness) {
+        self.0.fairness.store(f as u8, Ordering::Relaxed);
+    }
+
+    /// What workers share out.
+    pub fn fairness(&self) -> Fairness {
+        self.0.fairness()
+    }
+
+    /// Pick the scheduler (the round-robin baseline exists for same-run comparisons).
+    pub fn set_scheduler(&self, s: Scheduler) {
+        self.0.scheduler.store(s as u8, Ordering::Relaxed);
+    }
+
+    /// The scheduler in use.
+    pub fn scheduler(&self) -> Scheduler {
+        self.0.scheduler()
+    }
+
+    /// Turn the watchdog on (or off with `None`). Off by default: the budget is in TSC
+    /// cycles, so its user converts from time (see [`crate::tsc_hz`]).
+    pub fn set_watchdog(&self, w: Option<Watchdog>) -> Result<(), DpError> {
+        match w {
+            None => self.0.watchdog_budget.store(0, Ordering::Relaxed),
+            Some(w) => {
+                if w.budget_cycles == 0 {
+                    return Err(bad("watchdog", "budget", "must be above 0"));
+                }
+                if !(1..=WATCH_WINDOW).contains(&w.strikes) {
+                    return Err(bad(
+                        "watchdog",
+                        "strikes",
+                        format!("{} not in 1..={WATCH_WINDOW}", w.strikes),
+                    ));
+                }
+                self.0.watchdog_strikes.store(w.strikes, Ordering::Relaxed);
+                self.0
+                    .watchdog_budget
+                    .store(w.budget_cycles, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// The watchdog's rule, if on.
+    pub fn watchdog(&self) -> Option<Watchdog> {
+        self.0.watchdog()
+    }
+
+    /// Let a quarantined VR run again (its watchdog history starts afresh). Returns whether
+    /// it was quarantined.
+    pub fn release_vr(&self, name: &str) -> Result<bool, DpError> {
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        Ok(s.vr.quarantined.swap(false, Ordering::Relaxed))
+    }
+
+    /// Move VR `name` to worker `to`. The old owner lets go between two vectors, the new
+    /// one starts once the old one's transmit queues have sent what the VR gave them: no
+    /// packet of the VR runs on two cores at once or is reordered. Pinned VRs may be moved
+    /// by this call (placement never moves them on its own).
+    pub fn move_vr(&self, name: &str, to: usize) -> Result<(), DpError> {
+        if to >= self.0.workers {
+            return Err(bad(
+                &format!("virtual router {name:?}"),
+                "worker",
+                format!("{to} but there are {} workers", self.0.workers),
+            ));
+        }
+        let _g = self.ctl();
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        if s.owner == to {
+            return Ok(());
+        }
+        s.vr.owner.store(to, Ordering::Relaxed);
+        self.publish(|snap| {
+            if let Some(v) = snap.vrs[usize::from(s.vr.id)].as_mut() {
+                v.owner = to;
+            }
+        });
+        Ok(())
+    }
+
+    /// Test hook: freeze the data plane's clock at `ns` (`None`: the real clock again).
+    #[doc(hidden)]
+    pub fn set_test_time(&self, ns: Option<u64>) {
+        self.0
+            .test_now
+            .store(ns.map_or(0, |t| t.max(1)), Ordering::Relaxed);
+    }
+
+    /// Each worker's load and VRs.
+    pub fn worker_stats(&self) -> Vec<WorkerStats> {
+        let snap = self.0.snap.load();
+        self.0
+            .worker_counters
+            .iter()
+            .enumerate()
+            .map(|(i, w)| WorkerStats {
+                polls: w.polls.get(),
+                idle_polls: w.idle_polls.get(),
+                busy_cycles: w.busy_cycles.get(),
+                rx_held: w.rx_held.get(),
+                vrs: snap.vrs.iter().flatten().filter(|s| s.owner == i).count(),
+            })
+            .collect()
     }
 
     /// The VR called `name`.
@@ -455,6 +673,7 @@ impl Dataplane {
             snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
                 vr: s.vr.clone(),
                 vifs: vifs.into(),
+                owner: s.owner,
             });
         });
         Ok(id)
@@ -489,6 +708,7 @@ impl Dataplane {
             snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
                 vr: s.vr.clone(),
                 vifs: vifs.into(),
+                owner: s.owner,
             });
         });
         Ok(())
@@ -585,6 +805,31 @@ impl Dataplane {
             (p + w.polls.get(), i + w.idle_polls.get())
         })
     }
+}
+
+fn check_weight(what: &str, w: u32) -> Result<(), DpError> {
+    if !(1..=MAX_WEIGHT).contains(&w) {
+        return Err(bad(what, "weight", format!("{w} not in 1..={MAX_WEIGHT}")));
+    }
+    Ok(())
+}
+
+fn check_policer(what: &str, pps: Option<u64>, bps: Option<u64>) -> Result<(), DpError> {
+    if pps == Some(0) {
+        return Err(bad(
+            what,
+            "policer_pps",
+            "a rate of 0 would drop everything; leave it out for no limit",
+        ));
+    }
+    if bps == Some(0) {
+        return Err(bad(
+            what,
+            "policer_bps",
+            "a rate of 0 would drop everything; leave it out for no limit",
+        ));
+    }
+    Ok(())
 }
 
 /// The routes an interface address implies: the address itself (and, for IPv4, the subnet
