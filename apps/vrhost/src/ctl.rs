@@ -63,6 +63,7 @@ impl Server {
                         Some(cmd) => {
                             return Some(Request {
                                 cmd: cmd.to_string(),
+                                body: v.clone(),
                                 stream,
                             });
                         }
@@ -74,6 +75,7 @@ impl Server {
             };
             Request {
                 cmd: String::new(),
+                body: Value::Null,
                 stream,
             }
             .respond(&json!({"ok": false, "error": err}));
@@ -86,6 +88,8 @@ impl Server {
 pub(crate) struct Request {
     /// The command.
     pub(crate) cmd: String,
+    /// The whole request (arguments beside `cmd`).
+    pub(crate) body: Value,
     stream: UnixStream,
 }
 
@@ -103,11 +107,12 @@ impl Drop for Server {
     }
 }
 
-/// Send one request, return the reply; an `"ok": false` reply is an error.
-pub(crate) fn request(path: &Path, cmd: &str) -> anyhow::Result<Value> {
+/// Send one request (`{"cmd": …, …}`), return the reply; an `"ok": false` reply is an
+/// error.
+pub(crate) fn request(path: &Path, req: &Value) -> anyhow::Result<Value> {
     let mut s = UnixStream::connect(path).context("is vrhost running?")?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    writeln!(s, "{}", json!({ "cmd": cmd }))?;
+    writeln!(s, "{req}")?;
     let mut line = String::new();
     BufReader::new(&s).read_line(&mut line)?;
     let v: Value = serde_json::from_str(&line).context("bad reply")?;
@@ -151,20 +156,45 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
     if let Some(vrs) = v.get("vrs").and_then(Value::as_array) {
         println!();
         println!(
-            "{:<16} {:>4} {:>12} {:>12} {:>8} {:>8} {:>8}  STATE",
-            "VR", "VIFS", "RX", "TX", "PUNTED", "INJECTED", "DROPS"
+            "{:<16} {:>4} {:>6} {:>6} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}  STATE",
+            "VR", "VIFS", "WEIGHT", "WORKER", "RX", "TX", "PUNTED", "INJECTED", "DROPS", "CYC/PKT"
         );
         for r in vrs {
+            let worker = match r["pinned"].as_bool() {
+                Some(true) => format!("{}*", n(&r["worker"])),
+                _ => n(&r["worker"]).to_string(),
+            };
             println!(
-                "{:<16} {:>4} {:>12} {:>12} {:>8} {:>8} {:>8}  {}",
+                "{:<16} {:>4} {:>6} {:>6} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8.0}  {}",
                 r["name"].as_str().unwrap_or("?"),
                 n(&r["vifs"]),
+                n(&r["weight"]),
+                worker,
                 n(&r["rx_packets"]),
                 n(&r["tx_packets"]),
                 n(&r["punted"]),
                 n(&r["injected"]),
                 n(&r["drops"]),
+                r["cycles_per_packet"].as_f64().unwrap_or(0.0),
                 r["state"].as_str().unwrap_or("?"),
+            );
+        }
+        println!("(worker* = pinned by config)");
+    }
+    if let Some(ws) = v.get("workers").and_then(Value::as_array) {
+        println!();
+        println!(
+            "{:<8} {:>6} {:>6} {:>14} {:>14}",
+            "WORKER", "CORE", "VRS", "POLLS", "IDLE-POLLS"
+        );
+        for w in ws {
+            println!(
+                "{:<8} {:>6} {:>6} {:>14} {:>14}",
+                n(&w["worker"]),
+                n(&w["core"]),
+                n(&w["vrs"]),
+                n(&w["polls"]),
+                n(&w["idle_polls"]),
             );
         }
     }

@@ -25,7 +25,7 @@ use vrhost_control::apply;
 use vrhost_control::config::{Config, VrPlan, ifindex};
 use vrhost_control::punt::ControlPlane;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Watchdog};
 
 use crate::ctl;
 use crate::ports::OpenPort;
@@ -62,6 +62,26 @@ struct Daemon {
     workers: Vec<std::thread::JoinHandle<()>>,
     /// Ports whose interface has disappeared.
     gone: HashSet<usize>,
+    /// TSC ticks per second (watchdog budgets are set in microseconds).
+    tsc_hz: f64,
+    /// VRs known to be quarantined (logged once).
+    quarantined: HashSet<String>,
+}
+
+/// Seconds between placement rounds (VRs moved between workers by measured load).
+const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
+
+/// Apply `[dataplane]` fairness and watchdog settings.
+fn apply_dataplane(dp: &Dataplane, cfg: &Config, tsc_hz: f64) -> anyhow::Result<()> {
+    let d = &cfg.dataplane;
+    dp.set_fairness(d.fairness.into());
+    let us = *d.watchdog_us.get_ref() as f64;
+    let wd = (us > 0.0).then(|| Watchdog {
+        budget_cycles: (us * tsc_hz / 1e6).max(1.0) as u64,
+        strikes: *d.watchdog_strikes.get_ref() as u32,
+    });
+    dp.set_watchdog(wd)?;
+    Ok(())
 }
 
 impl Daemon {
@@ -83,6 +103,8 @@ impl Daemon {
                 ports: names,
             },
         )?;
+        let tsc_hz = vrhost_dataplane::tsc_hz(Duration::from_millis(50));
+        apply_dataplane(&dp, &cfg, tsc_hz)?;
         let ctl = ctl::Server::bind(socket)?;
         // Open every port before creating anything else: a port that cannot open stops the
         // start with nothing else touched.
@@ -141,11 +163,14 @@ impl Daemon {
             stop,
             workers: handles,
             gone: HashSet::new(),
+            tsc_hz,
+            quarantined: HashSet::new(),
         })
     }
 
     fn serve(&mut self, term: &AtomicBool, hup: &AtomicBool, deadline: Option<Instant>) {
         let mut last_check = Instant::now();
+        let mut last_place = Instant::now();
         while !term.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
             if hup.swap(false, Ordering::Relaxed) {
                 match self.reload() {
@@ -155,14 +180,21 @@ impl Daemon {
             }
             let mut requests = 0;
             while let Some(req) = self.ctl.next() {
-                let reply = self.handle(&req.cmd);
+                let reply = self.handle(&req.cmd, &req.body);
                 req.respond(&reply);
                 requests += 1;
             }
             let moved = self.control.poll();
             if last_check.elapsed() > Duration::from_secs(1) {
                 self.check_interfaces();
+                self.report_quarantines();
                 last_check = Instant::now();
+            }
+            if self.dp.workers() > 1 && last_place.elapsed() > PLACEMENT_EVERY {
+                for (vr, from, to) in self.dp.rebalance(0.1, 2) {
+                    info!("placement: VR {vr} moved from worker {from} to worker {to} (load)");
+                }
+                last_place = Instant::now();
             }
             if moved == 0 && requests == 0 {
                 std::thread::sleep(Duration::from_millis(1));
@@ -192,10 +224,21 @@ impl Daemon {
             .into_iter()
             .map(|p| (p.name.clone(), p))
             .collect();
+        apply_dataplane(&self.dp, &next, self.tsc_hz).map_err(|e| e.to_string())?;
         let (mut added, mut removed, mut changed) = (0, 0, 0);
+        let mut errors = Vec::new();
+        let mut tuned = Vec::new();
         for (name, plan) in &old {
             match new.get(name) {
                 Some(p) if p == plan => {}
+                Some(p) if apply::only_tunables_differ(plan, p) => {
+                    // Weight, policers or pinning: changed in place, traffic undisturbed.
+                    match apply::tune(&self.dp, p) {
+                        Ok(()) => changed += 1,
+                        Err(e) => errors.push(format!("{e:#}")),
+                    }
+                    tuned.push(name.clone());
+                }
                 other => {
                     self.control.remove(name);
                     if let Err(e) = self.dp.remove_vr(name) {
@@ -209,9 +252,8 @@ impl Daemon {
                 }
             }
         }
-        let mut errors = Vec::new();
         for (name, plan) in &new {
-            if old.get(name) == Some(plan) {
+            if old.get(name) == Some(plan) || tuned.contains(name) {
                 continue;
             }
             if let Err(e) = add_vr(&self.dp, &mut self.control, &next, plan, &self.port_ids) {
@@ -229,13 +271,28 @@ impl Daemon {
         }
     }
 
-    fn handle(&mut self, cmd: &str) -> Value {
+    fn handle(&mut self, cmd: &str, body: &Value) -> Value {
         match cmd {
             "reload" => match self.reload() {
                 Ok(msg) => json!({"ok": true, "message": msg}),
                 Err(e) => json!({"ok": false, "error": e}),
             },
             "status" => self.status(),
+            "release" => {
+                let Some(vr) = body.get("vr").and_then(Value::as_str) else {
+                    return json!({"ok": false, "error": "release needs \"vr\""});
+                };
+                match self.dp.release_vr(vr) {
+                    Ok(true) => {
+                        info!("VR {vr} released from quarantine");
+                        json!({"ok": true, "message": format!("VR {vr} released")})
+                    }
+                    Ok(false) => {
+                        json!({"ok": true, "message": format!("VR {vr} was not quarantined")})
+                    }
+                    Err(e) => json!({"ok": false, "error": e.to_string()}),
+                }
+            }
             other => json!({"ok": false, "error": format!("unknown command {other:?}")}),
         }
     }
@@ -277,19 +334,75 @@ impl Daemon {
                     .map(|d| (d.name(), s.drop(*d)))
                     .filter(|(_, n)| *n > 0)
                     .collect();
+                let state = if vr.quarantined() {
+                    format!(
+                        "quarantined (watchdog: {} vectors over budget; vrhost ctl release {})",
+                        s.watchdog_offences,
+                        vr.name()
+                    )
+                } else if down.is_empty() {
+                    "up".to_string()
+                } else {
+                    format!("down ({} lost its port)", down.join(", "))
+                };
                 json!({
                     "name": vr.name(),
                     "vifs": vifs.len(),
-                    "state": if down.is_empty() { "up".to_string() } else { format!("down ({} lost its port)", down.join(", ")) },
+                    "state": state,
+                    "quarantined": vr.quarantined(),
+                    "weight": vr.weight(),
+                    "worker": vr.owner(),
+                    "pinned": vr.pinned().is_some(),
                     "rx_packets": s.rx_packets, "tx_packets": s.tx_packets,
                     "punted": s.punted, "injected": s.injected,
                     "drops": drops.values().sum::<u64>(),
                     "drop_reasons": drops,
+                    "vectors": s.vectors,
+                    "cycles": s.cycles,
+                    "cycles_per_packet": if s.scheduled == 0 { 0.0 } else { s.cycles as f64 / s.scheduled as f64 },
+                    "watchdog_offences": s.watchdog_offences,
                 })
             })
             .collect();
         let (polls, idle) = self.dp.polls();
-        json!({"ok": true, "ports": ports, "vrs": vrs, "polls": polls, "idle_polls": idle})
+        let cores = self.cfg.dataplane.cores.get_ref();
+        let workers: Vec<Value> = self
+            .dp
+            .worker_stats()
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                json!({
+                    "worker": i, "core": cores.get(i), "vrs": w.vrs,
+                    "polls": w.polls, "idle_polls": w.idle_polls,
+                    "busy_cycles": w.busy_cycles, "rx_held": w.rx_held,
+                })
+            })
+            .collect();
+        json!({
+            "ok": true, "ports": ports, "vrs": vrs, "workers": workers,
+            "fairness": self.dp.fairness().name(),
+            "polls": polls, "idle_polls": idle,
+        })
+    }
+
+    /// Log VRs the watchdog quarantined since the last look.
+    fn report_quarantines(&mut self) {
+        for vr in self.dp.vrs() {
+            let q = vr.quarantined();
+            if q && self.quarantined.insert(vr.name().to_string()) {
+                error!(
+                    "VR {} quarantined by the watchdog: its forwarding path held the core over \
+                     budget {} times; its traffic is dropped (vr-quarantined) until \
+                     `vrhost ctl release {}`",
+                    vr.name(),
+                    vr.stats().watchdog_offences,
+                    vr.name()
+                );
+            } else if !q {
+                self.quarantined.remove(vr.name());
+            }
+        }
     }
 
     /// Report interfaces that disappeared (or came back); their VRs show as down.

@@ -3,7 +3,8 @@
 //! - `vrhost run [CONFIG]` — run the routers a config file describes; with no file, build a
 //!   demo lab of network namespaces and run the built-in example in it.
 //! - `vrhost check CONFIG` — check a file (and this host) without touching anything.
-//! - `vrhost ctl reload|status` — talk to a running daemon over its control socket.
+//! - `vrhost ctl reload|status|release VR` — talk to a running daemon over its control
+//!   socket.
 //!
 //! Signals: SIGTERM and SIGINT stop cleanly (workers joined, XDP programs detached, sockets
 //! and control namespaces closed); SIGHUP reloads the file, as `vrhost ctl reload` does.
@@ -71,8 +72,13 @@ enum Cmd {
 enum CtlCmd {
     /// Re-read the config file: add, remove and change VRs without disturbing the others.
     Reload,
-    /// Ports, VRs and counters.
+    /// Ports, VRs (weight, worker, state: up, down or quarantined) and counters.
     Status,
+    /// Let a VR the watchdog quarantined forward again.
+    Release {
+        /// The VR.
+        vr: String,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -121,10 +127,11 @@ fn main() -> anyhow::Result<()> {
         }
         Cmd::Ctl { socket, json, cmd } => {
             let req = match cmd {
-                CtlCmd::Reload => "reload",
-                CtlCmd::Status => "status",
+                CtlCmd::Reload => serde_json::json!({"cmd": "reload"}),
+                CtlCmd::Status => serde_json::json!({"cmd": "status"}),
+                CtlCmd::Release { vr } => serde_json::json!({"cmd": "release", "vr": vr}),
             };
-            let reply = ctl::request(&socket, req)
+            let reply = ctl::request(&socket, &req)
                 .with_context(|| format!("control socket {}", socket.display()))?;
             ctl::print(&reply, json)
         }

@@ -282,3 +282,54 @@ fn a_bad_config_is_refused_before_anything_is_touched() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("prog/xdp"));
     let _ = std::fs::remove_file(&path);
 }
+
+/// Weight and policer changed by a reload apply in place (the VR keeps its counters and its
+/// traffic), show in `ctl status`, and the policer drops at demux; `ctl release` answers for
+/// a VR that is not quarantined.
+#[test]
+fn weight_and_policer_change_in_place_and_show_in_status() {
+    let Some(lab) = lab(1, false) else { return };
+    let d = Daemon::start(&lab, &config(&lab, "auto", &[0]));
+    let b = lab.vr(0).b.addrs.host4.to_string();
+    assert_eq!(ping(&lab, 0, &b, 5, "0.05"), (5, 5));
+    let s = d.vr("vr0");
+    assert_eq!(s["weight"], 1, "{s}");
+    assert_eq!(s["worker"], 0, "{s}");
+    assert_eq!(s["quarantined"], false, "{s}");
+    assert_eq!(s["state"], "up", "{s}");
+    let sent = s["tx_packets"].as_u64().unwrap();
+    assert!(sent >= 5);
+
+    // 2 packets/s: a burst of one, then one per 500 ms.
+    let tuned = config(&lab, "auto", &[0]).replace(
+        "name = \"vr0\"\n",
+        "name = \"vr0\"\nweight = 4\npolicer_pps = 2\n",
+    );
+    d.rewrite(&tuned);
+    let out = d.ctl(&["reload"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let msg = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(msg.contains("0 VRs added, 0 removed, 1 changed"), "{msg}");
+    let s = d.vr("vr0");
+    assert_eq!(s["weight"], 4, "{s}");
+    assert!(
+        s["tx_packets"].as_u64().unwrap() >= sent,
+        "counters kept: {s}"
+    );
+    let (_, got) = ping(&lab, 0, &b, 10, "0.02");
+    assert!(got < 10, "policed to 2/s, yet {got} of 10 pings answered");
+    let s = d.vr("vr0");
+    assert!(
+        s["drop_reasons"]["vr-policed"].as_u64().unwrap_or(0) > 0,
+        "{s}"
+    );
+    let out = d.ctl(&["release", "vr0"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("was not quarantined"));
+    let out = d.ctl(&["release", "nope"]);
+    assert!(!out.status.success());
+}

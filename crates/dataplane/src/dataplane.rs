@@ -106,6 +106,9 @@ pub(crate) struct Shared {
     pub(crate) snap: ArcSwap<Snapshot>,
     pub(crate) version: AtomicU64,
     ctl: Mutex<Vec<bool>>,
+    /// What placement measured last: each VR's cycle counter (by VR, to tell a new VR
+    /// with a reused id apart).
+    placed: Mutex<Vec<(Arc<Vr>, u64)>>,
     /// The clock every worker reads (policers compare times across workers).
     epoch: Instant,
     /// Test hook: when nonzero, the time in ns instead of the clock.
@@ -221,6 +224,7 @@ impl Dataplane {
             snap: ArcSwap::from_pointee(snap),
             version: AtomicU64::new(0),
             ctl: Mutex::new(vec![false; config.workers]),
+            placed: Mutex::new(Vec::new()),
             epoch: Instant::now(),
             test_now: AtomicU64::new(0),
             fairness: AtomicU8::new(0),
@@ -365,6 +369,8 @@ impl Dataplane {
         let vr = Arc::new(Vr {
             id,
             owner: AtomicUsize::new(owner),
+            pinned: AtomicUsize::new(config.worker.unwrap_or(usize::MAX)),
+            extra_cost: AtomicU32::new(0),
             weight: AtomicU32::new(config.weight),
             quarantined: AtomicBool::new(false),
             policer,
@@ -501,6 +507,14 @@ impl Dataplane {
     /// packet of the VR runs on two cores at once or is reordered. Pinned VRs may be moved
     /// by this call (placement never moves them on its own).
     pub fn move_vr(&self, name: &str, to: usize) -> Result<(), DpError> {
+        self.check_worker(name, to)?;
+        let _g = self.ctl();
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        self.moved(&s, to);
+        Ok(())
+    }
+
+    fn check_worker(&self, name: &str, to: usize) -> Result<(), DpError> {
         if to >= self.0.workers {
             return Err(bad(
                 &format!("virtual router {name:?}"),
@@ -508,10 +522,13 @@ impl Dataplane {
                 format!("{to} but there are {} workers", self.0.workers),
             ));
         }
-        let _g = self.ctl();
-        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        Ok(())
+    }
+
+    /// Publish `s`'s new owner (under the control lock).
+    fn moved(&self, s: &VrSnap, to: usize) {
         if s.owner == to {
-            return Ok(());
+            return;
         }
         s.vr.owner.store(to, Ordering::Relaxed);
         self.publish(|snap| {
@@ -519,6 +536,82 @@ impl Dataplane {
                 v.owner = to;
             }
         });
+    }
+
+    /// Pin VR `name` to worker `to` (and move it there), or unpin it (`None`: it stays
+    /// where it is until placement moves it).
+    pub fn pin_vr(&self, name: &str, to: Option<usize>) -> Result<(), DpError> {
+        if let Some(w) = to {
+            self.check_worker(name, w)?;
+        }
+        let _g = self.ctl();
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        s.vr.pinned
+            .store(to.unwrap_or(usize::MAX), Ordering::Relaxed);
+        if let Some(w) = to {
+            self.moved(&s, w);
+        }
+        Ok(())
+    }
+
+    /// Balance VRs over the workers by the CPU they used since the last call (see
+    /// [`crate::placement`]): returns the moves made, `(VR, from, to)`. Pinned VRs stay.
+    /// `margin` is the hysteresis (0.1: a move must cut the busiest worker's load by more
+    /// than 10 %), `max_moves` the most VRs moved per call. Call it periodically (the
+    /// daemon: every second).
+    pub fn rebalance(&self, margin: f64, max_moves: usize) -> Vec<(String, usize, usize)> {
+        let usable: Vec<usize> = (0..self.0.workers).collect();
+        self.place(&usable, margin, max_moves)
+    }
+
+    pub(crate) fn place(
+        &self,
+        usable: &[usize],
+        margin: f64,
+        max_moves: usize,
+    ) -> Vec<(String, usize, usize)> {
+        let _g = self.ctl();
+        let snap = self.0.snap.load_full();
+        let mut placed = self.0.placed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut vrs = Vec::new();
+        let mut loads = Vec::new();
+        let mut next = Vec::new();
+        for s in snap.vrs.iter().flatten() {
+            let cycles = s.vr.stats().cycles;
+            let before = placed
+                .iter()
+                .find(|(v, _)| Arc::ptr_eq(v, &s.vr))
+                .map_or(cycles, |(_, c)| *c);
+            next.push((s.vr.clone(), cycles));
+            loads.push(crate::placement::VrLoad {
+                worker: s.owner,
+                pinned: s.vr.pinned().is_some(),
+                load: cycles.saturating_sub(before) as f64,
+            });
+            vrs.push(s.clone());
+        }
+        *placed = next;
+        let moves = crate::placement::plan(&loads, usable, margin, max_moves);
+        moves
+            .into_iter()
+            .map(|(i, to)| {
+                let s = &vrs[i];
+                let from = s.owner;
+                let cur = self.find(s.vr.name()).unwrap_or_else(|| s.clone());
+                self.moved(&cur, to);
+                (s.vr.name().to_string(), from, to)
+            })
+            .collect()
+    }
+
+    /// Measurement element: make VR `name`'s forwarding path burn `cycles_per_packet` more
+    /// TSC cycles per packet (0: off) — what Egi et al. did with "a few expensive Click
+    /// elements" to get a path that costs more (Fig. 7), and a way to make a path hold its
+    /// core past the watchdog's budget. For benchmarks and tests; routers never need it.
+    #[doc(hidden)]
+    pub fn set_extra_cost(&self, name: &str, cycles_per_packet: u32) -> Result<(), DpError> {
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        s.vr.extra_cost.store(cycles_per_packet, Ordering::Relaxed);
         Ok(())
     }
 

@@ -25,6 +25,7 @@ mod error;
 pub mod flow;
 mod neigh;
 mod node;
+pub mod placement;
 mod policer;
 mod pool;
 pub mod port;

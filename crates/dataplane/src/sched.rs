@@ -26,7 +26,9 @@
 //! vector is a sample and the cost of measuring is under a cycle per packet. The average
 //! (1/16 per vector) rather than each vector's own time is charged so that one vector that
 //! lost the core to the OS does not punish its VR: a sample is also clipped to 4× the
-//! average before it counts.
+//! average before it counts. The cost includes the transmit flush (the CPU the VR's packets
+//! took to hand to the port); the watchdog judges the path without it (see
+//! [`VrSched::charge`]).
 //!
 //! **Watchdog** (Egi §3.3): a vector that holds the core longer than a budget is an
 //! offence. One offence is not enough to act on — on a shared machine the OS preempts a
@@ -132,19 +134,23 @@ impl VrSched {
         self.cost_x16 / 16
     }
 
-    /// Account for one vector of `packets` that took `cycles`: update the cost, advance
-    /// the pass, and ask the watchdog.
+    /// Account for one vector of `packets` that took `cycles` in all, `path` of them in the
+    /// forwarding path (before the transmit flush): update the cost, advance the pass, and
+    /// ask the watchdog, which judges the path alone — a flush into a kernel socket can run
+    /// the receiving side's stack inline (AF_PACKET on veth), and that is not the VR's path
+    /// holding the core.
     #[inline]
     pub(crate) fn charge(
         &mut self,
         packets: usize,
         cycles: u64,
+        path: u64,
         weight: u32,
         fairness: Fairness,
         watchdog: Option<Watchdog>,
     ) -> Verdict {
         let n = packets.max(1) as u64;
-        let offence = watchdog.is_some_and(|w| cycles > w.budget_cycles);
+        let offence = watchdog.is_some_and(|w| path > w.budget_cycles);
         // A vector over budget says more about the watchdog than about the cost.
         if !offence {
             let mut sample = cycles.min(MAX_WORK) * 16 / n;
@@ -214,7 +220,14 @@ mod tests {
                 })
                 .unwrap();
             vtime = s[i].pass;
-            s[i].charge(256, 256 * costs[i], weights[i], fairness, None);
+            s[i].charge(
+                256,
+                256 * costs[i],
+                256 * costs[i],
+                weights[i],
+                fairness,
+                None,
+            );
             pkts[i] += 256;
             cyc[i] += 256 * costs[i];
         }
@@ -275,40 +288,55 @@ mod tests {
         // the window.
         for round in 0..10 {
             assert_eq!(
-                s.charge(256, 5000, 1, Fairness::Packets, w),
+                s.charge(256, 5000, 5000, 1, Fairness::Packets, w),
                 Verdict::Offence,
                 "{round}"
             );
             for _ in 0..WATCH_WINDOW {
-                assert_eq!(s.charge(256, 900, 1, Fairness::Packets, w), Verdict::Ok);
+                assert_eq!(
+                    s.charge(256, 900, 900, 1, Fairness::Packets, w),
+                    Verdict::Ok
+                );
             }
         }
         assert_eq!(s.cost(), 900 / 256, "offending samples are not costs");
         assert_eq!(
-            s.charge(256, 5000, 1, Fairness::Packets, w),
-            Verdict::Offence
-        );
-        assert_eq!(s.charge(256, 900, 1, Fairness::Packets, w), Verdict::Ok);
-        assert_eq!(
-            s.charge(256, 5000, 1, Fairness::Packets, w),
+            s.charge(256, 5000, 5000, 1, Fairness::Packets, w),
             Verdict::Offence
         );
         assert_eq!(
-            s.charge(256, 5000, 1, Fairness::Packets, w),
+            s.charge(256, 900, 900, 1, Fairness::Packets, w),
+            Verdict::Ok
+        );
+        assert_eq!(
+            s.charge(256, 5000, 5000, 1, Fairness::Packets, w),
+            Verdict::Offence
+        );
+        assert_eq!(
+            s.charge(256, 5000, 5000, 1, Fairness::Packets, w),
             Verdict::Quarantine
         );
+        // Time spent flushing to the port is the VR's cost but not the watchdog's concern.
+        let mut t = VrSched::default();
+        for _ in 0..WATCH_WINDOW {
+            assert_eq!(
+                t.charge(256, 5000, 900, 1, Fairness::Packets, w),
+                Verdict::Ok
+            );
+        }
+        assert_eq!(t.cost(), 5000 / 256);
     }
 
     #[test]
     fn cost_is_a_clipped_moving_average() {
         let mut s = VrSched::default();
-        s.charge(100, 10_000, 1, Fairness::Cycles, None);
+        s.charge(100, 10_000, 10_000, 1, Fairness::Cycles, None);
         assert_eq!(s.cost(), 100);
         // One vector 100× slower (preempted) moves the average by at most 3/16 of it.
-        s.charge(100, 1_000_000, 1, Fairness::Cycles, None);
+        s.charge(100, 1_000_000, 1_000_000, 1, Fairness::Cycles, None);
         assert!(s.cost() < 120, "{}", s.cost());
         for _ in 0..200 {
-            s.charge(100, 20_000, 1, Fairness::Cycles, None);
+            s.charge(100, 20_000, 20_000, 1, Fairness::Cycles, None);
         }
         assert_eq!(s.cost(), 199, "follows a lasting change");
     }

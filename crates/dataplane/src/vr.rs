@@ -240,6 +240,11 @@ pub struct Vr {
     pub(crate) owner: AtomicUsize,
     /// Current scheduling weight (change with [`crate::Dataplane::set_weight`]).
     pub weight: AtomicU32,
+    /// Extra cycles per packet its path burns (a measurement element, see
+    /// [`crate::Dataplane::set_extra_cost`]).
+    pub(crate) extra_cost: AtomicU32,
+    /// Worker it is pinned to (`usize::MAX`: none), see [`crate::Dataplane::pin_vr`].
+    pub(crate) pinned: AtomicUsize,
     /// Set by the owner's watchdog, cleared by [`crate::Dataplane::release_vr`].
     pub(crate) quarantined: AtomicBool,
     pub(crate) policer: Policer,
@@ -286,6 +291,14 @@ impl Vr {
     /// poll or two, once the old one has let go).
     pub fn owner(&self) -> usize {
         self.owner.load(Ordering::Relaxed)
+    }
+
+    /// The worker it is pinned to, if any (placement never moves a pinned VR).
+    pub fn pinned(&self) -> Option<usize> {
+        match self.pinned.load(Ordering::Relaxed) {
+            usize::MAX => None,
+            w => Some(w),
+        }
     }
 
     /// Whether the watchdog has quarantined the VR: it is not scheduled, and its packets are

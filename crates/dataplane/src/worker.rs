@@ -155,6 +155,19 @@ struct RxTrack {
     fed: ArrayVec<VrId, FED>,
 }
 
+/// Spin for `c` TSC cycles (the measurement element of [`crate::Dataplane::set_extra_cost`]).
+#[cold]
+fn burn(c: u64) {
+    let until = cycles().wrapping_add(c);
+    while before_tsc(cycles(), until) {
+        std::hint::spin_loop();
+    }
+}
+
+fn before_tsc(a: u64, b: u64) -> bool {
+    (a.wrapping_sub(b) as i64) < 0
+}
+
 /// Record demux's findings in a packet's metadata.
 #[inline(always)]
 fn tag(m: &mut crate::Meta, port: PortId, r: VifRef, l2: &crate::L2Info) {
@@ -854,20 +867,27 @@ impl Worker {
         let n = injected + input.len();
         crate::node::input::inject(&mut cx, &mut v);
         crate::node::input::vr_input(&mut cx, &mut input);
+        let extra = snap.vr.extra_cost.load(Ordering::Relaxed);
+        if extra != 0 {
+            burn(u64::from(extra) * n as u64);
+        }
         let t = cycles();
         cx.flush();
         let t1 = cycles();
         cx.count(Node::Tx, n, t1.wrapping_sub(t));
-        let cyc = match &mut self.cost_model {
-            Some(f) => f(&snap.vr, n),
-            None => t1.wrapping_sub(t0),
+        let (cyc, path) = match &mut self.cost_model {
+            Some(f) => {
+                let c = f(&snap.vr, n);
+                (c, c)
+            }
+            None => (t1.wrapping_sub(t0), t.wrapping_sub(t0)),
         };
         let c = &snap.vr.counters[self.id];
         c.vectors.add(1);
         c.scheduled.add(n as u64);
         c.cycles.add(cyc);
         let weight = snap.vr.weight.load(Ordering::Relaxed);
-        match o.sched.charge(n, cyc, weight, fairness, watchdog) {
+        match o.sched.charge(n, cyc, path, weight, fairness, watchdog) {
             crate::sched::Verdict::Ok => {}
             crate::sched::Verdict::Offence => c.watchdog_offences.add(1),
             crate::sched::Verdict::Quarantine => {

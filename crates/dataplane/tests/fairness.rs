@@ -371,6 +371,34 @@ fn watchdog_quarantines_a_hog_and_the_others_keep_forwarding() {
     settle(&mut rig, &mut t);
 }
 
+/// The same with real time: a path made to burn 200,000 TSC cycles a packet (the
+/// measurement element) against a budget of 100,000 per vector.
+#[test]
+fn a_really_slow_path_is_caught_by_the_tsc_watchdog() {
+    let mut rig = rig(2, |_, _| {});
+    rig.dp
+        .set_watchdog(Some(Watchdog {
+            budget_cycles: 100_000,
+            strikes: 3,
+        }))
+        .unwrap();
+    rig.dp.set_extra_cost("vr0", 200_000).unwrap();
+    let mut t = Traffic::new(2);
+    let mut last = vec![None; 2];
+    for _ in 0..10 {
+        t.offer(&mut rig, 0, 2);
+        t.offer(&mut rig, 1, 2);
+        rig.worker.poll();
+        t.drain(&mut rig, &mut last);
+    }
+    let v0 = rig.dp.vr("vr0").unwrap();
+    assert!(v0.quarantined());
+    assert_eq!(v0.stats().tx_packets, 6, "three vectors of two");
+    assert!(!rig.dp.vr("vr1").unwrap().quarantined());
+    assert_eq!(rig.dp.vr("vr1").unwrap().stats().tx_packets, 20);
+    settle(&mut rig, &mut t);
+}
+
 /// Policers drop at demux, counted `vr-policed`, per VR; the other VR is untouched.
 #[test]
 fn policers_limit_packets_and_bits_at_demux() {

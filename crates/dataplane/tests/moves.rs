@@ -36,6 +36,14 @@ struct Two {
 }
 
 fn two() -> Two {
+    let t = two_with(&["m"]);
+    t.dp.pin_vr("m", Some(0)).unwrap();
+    t
+}
+
+/// Two workers and VRs `names` (VR i: MAC `mac(1 + 2i)` on port 0, `mac(2 + 2i)` on port
+/// 1), all starting on worker 0.
+fn two_with(names: &[&str]) -> Two {
     let pool = Pool::new(4 * RING);
     let dp = Dataplane::new(
         pool.clone(),
@@ -57,24 +65,29 @@ fn two() -> Two {
             dp.worker(w, rx, tx).unwrap()
         })
         .collect();
-    let mut cfg = VrConfig::new("m");
-    cfg.worker = Some(0);
-    cfg.ingress_ring = RING;
-    let vr = dp.add_vr(cfg).unwrap();
-    let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
-    let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
-    dp.add_vif("m", vif("in", 0, mac(1), vec![a])).unwrap();
-    dp.add_vif("m", vif("out", 1, mac(2), vec![b])).unwrap();
-    vr.fib4
-        .insert(
-            "198.51.100.0/24".parse().unwrap(),
-            NextHop::Via {
-                addr: NH.into(),
-                ifindex: 1,
-            },
-        )
-        .unwrap();
-    vr.neigh.set(1, NH.into(), NBR_MAC);
+    for (i, name) in names.iter().enumerate() {
+        let mut cfg = VrConfig::new(*name);
+        cfg.worker = Some(0);
+        cfg.ingress_ring = RING;
+        let vr = dp.add_vr(cfg).unwrap();
+        dp.pin_vr(name, None).unwrap();
+        let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
+        let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
+        let m = 2 * i as u8;
+        dp.add_vif(name, vif("in", 0, mac(1 + m), vec![a])).unwrap();
+        dp.add_vif(name, vif("out", 1, mac(2 + m), vec![b]))
+            .unwrap();
+        vr.fib4
+            .insert(
+                "198.51.100.0/24".parse().unwrap(),
+                NextHop::Via {
+                    addr: NH.into(),
+                    ifindex: 1,
+                },
+            )
+            .unwrap();
+        vr.neigh.set(1, NH.into(), NBR_MAC);
+    }
     Two {
         pool,
         dp,
@@ -282,4 +295,63 @@ fn moving_back_and_forth_under_traffic_loses_and_reorders_nothing() {
         (2 * u64::from(N), 2 * u64::from(N))
     );
     assert_eq!(fed.load(Ordering::Relaxed), 2 * u64::from(N));
+}
+
+/// Placement moves the VR that uses the most CPU to the idle worker, leaves pinned VRs
+/// where they are, and stops when a move would not help by more than the margin.
+#[test]
+fn rebalance_moves_by_measured_load_and_respects_pins() {
+    let names = ["heavy", "light1", "light2", "pinned"];
+    let Two {
+        pool,
+        dp,
+        mut workers,
+        mut peers,
+    } = two_with(&names);
+    dp.pin_vr("pinned", Some(0)).unwrap();
+    for w in &mut workers {
+        w.set_cost_model(Some(Box::new(|vr, n| {
+            let per = if vr.name().starts_with("light") {
+                100
+            } else {
+                1000
+            };
+            per * n as u64
+        })));
+    }
+    let feed = |peers: &mut [MemPeer], workers: &mut [Worker]| {
+        for _ in 0..10 {
+            for i in 0..4u8 {
+                for _ in 0..20 {
+                    let mut f = frame(i, 0);
+                    f[..6].copy_from_slice(&mac(1 + 2 * i).0);
+                    assert!(peers[0].send(&pool, 0, &f));
+                }
+            }
+            for w in workers.iter_mut() {
+                w.poll();
+            }
+            peers[1].recv_all(&pool);
+        }
+    };
+    assert!(dp.rebalance(0.1, 4).is_empty(), "nothing measured yet");
+    feed(&mut peers, &mut workers);
+    assert!(dp.vrs().iter().all(|v| v.owner() == 0));
+    // Worker 0: 1000 + 100 + 100 + 1000 per packet round. Moving "heavy" leaves
+    // 1200 : 1000; then moving a light VR would gain 100/1200 < 10 %.
+    let moves = dp.rebalance(0.1, 4);
+    assert_eq!(moves, vec![("heavy".to_string(), 0, 1)]);
+    feed(&mut peers, &mut workers);
+    let s = dp.vr("heavy").unwrap().stats();
+    assert_eq!((s.rx_packets, s.tx_packets), (400, 400));
+    assert_eq!(dp.vr("heavy").unwrap().owner(), 1);
+    assert!(
+        dp.rebalance(0.1, 4).is_empty(),
+        "balanced within the margin"
+    );
+    assert_eq!(dp.vr("pinned").unwrap().pinned(), Some(0));
+    let ws = dp.worker_stats();
+    assert_eq!((ws[0].vrs, ws[1].vrs), (3, 1));
+    drop(workers);
+    assert_eq!(pool.available(), pool.capacity());
 }
