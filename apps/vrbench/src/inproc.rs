@@ -23,10 +23,10 @@
 //! sequential scenarios compared across minutes (another engineer's build in between moved
 //! the one-VR rate by 30 % in trials; alternating windows keep a ratio's two sides together).
 
-mod report;
-mod session;
-mod topo;
-mod traffic;
+pub(crate) mod report;
+pub(crate) mod session;
+pub(crate) mod topo;
+pub(crate) mod traffic;
 
 use std::time::{Duration, Instant};
 
@@ -43,79 +43,84 @@ use traffic::Offer;
 pub(crate) struct Args {
     /// Virtual routers; VR i is owned by worker i mod --workers.
     #[arg(long, default_value_t = 1)]
-    vrs: usize,
+    pub(crate) vrs: usize,
     /// Routes per VR [default: the full generated table (950,000 IPv4 / 200,000 IPv6) for up
     /// to 2 VRs, 10,000 each for more].
     #[arg(long)]
-    routes: Option<usize>,
+    pub(crate) routes: Option<usize>,
     /// Destination mix: uniform over the address space, random inside routed prefixes, or
     /// Zipf(1.0) over 1 Mi routed destinations.
     #[arg(long, value_enum, default_value_t = Dest::Uniform)]
-    dest: Dest,
+    pub(crate) dest: Dest,
     /// Distinct (VR, destination) flows in all, spread evenly over the VRs; each packet picks
     /// one at random [default: a fresh destination for each of 1 Mi packets in a row].
     #[arg(long)]
-    flows: Option<usize>,
+    pub(crate) flows: Option<usize>,
     /// Ethernet frame size including the 4-byte FCS (not generated) [default: 64, IPv6 78].
     #[arg(long)]
-    frame_size: Option<usize>,
+    pub(crate) frame_size: Option<usize>,
     /// Worker threads, each pinned to its own core, each with its own generator and sink.
     #[arg(long, default_value_t = 1)]
-    workers: usize,
+    pub(crate) workers: usize,
     /// IPv6 traffic and tables instead of IPv4.
     #[arg(long)]
-    ipv6: bool,
+    pub(crate) ipv6: bool,
     /// Offered load per worker in Mpps, modelled as a NIC rx ring filling at that rate
     /// (overflow counted as rx-ring-full) [default: unlimited, a full vector every poll].
     #[arg(long)]
-    rate: Option<f64>,
+    pub(crate) rate: Option<f64>,
     /// Generator queues per worker; each delivers up to a vector per poll, so more than one
     /// pushes excess through demux to be shed at the VR's ingress ring.
     #[arg(long, default_value_t = 1)]
-    gen_queues: usize,
+    pub(crate) gen_queues: usize,
     /// Timed seconds per run [default: 3; in --suite 2 per scenario, one window per round].
     #[arg(long)]
-    seconds: Option<f64>,
+    pub(crate) seconds: Option<f64>,
     /// The timed seconds are split into this many windows (workers stopped and counters
     /// read between them); the median window by carried rate is reported, so that a burst of
     /// interference from the machine's other work spoils one window, not the figure. In
     /// --suite: the number of rounds.
     #[arg(long, default_value_t = 3)]
-    windows: usize,
+    pub(crate) windows: usize,
     /// Warm-up seconds before each timed run.
     #[arg(long, default_value_t = 1.0)]
-    warmup: f64,
+    pub(crate) warmup: f64,
     /// Seed of the generated tables (VR i uses seed + i) and destinations.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Modelled NIC rx ring per generator queue: slots in circulation, and the depth that
     /// overflows under --rate.
     #[arg(long, default_value_t = 1024)]
-    rx_ring: usize,
+    pub(crate) rx_ring: usize,
     /// Packet-pool slots [default: what the scenario can hold in flight, a few thousand].
     #[arg(long)]
-    pool_slots: Option<usize>,
+    pub(crate) pool_slots: Option<usize>,
     /// Slots of each VR ingress ring (VrConfig::ingress_ring).
     #[arg(long, default_value_t = 1024)]
-    ingress_ring: usize,
+    pub(crate) ingress_ring: usize,
     /// Next hops: the generated table's 32 sets (a quarter ECMP), or one neighbour for all.
     #[arg(long, value_enum, default_value_t = NexthopMode::Table)]
-    nexthops: NexthopMode,
+    pub(crate) nexthops: NexthopMode,
     /// Flow-cache entries per VR and worker (0 = off) [default: the data plane's].
     #[arg(long)]
-    flow_cache: Option<usize>,
+    pub(crate) flow_cache: Option<usize>,
     /// Cores for the workers, in worker order, comma-separated [default: as the OS lists
     /// them].
     #[arg(long, value_delimiter = ',')]
-    cores: Vec<usize>,
+    pub(crate) cores: Vec<usize>,
+    /// A generator queue per VR (as with a port per tenant, or NIC filters steering each
+    /// VR's MAC to a queue of its own), each with its own offered load (`vrbench fair`
+    /// sets them per VR); without it every generator queue carries all of its worker's VRs.
+    #[arg(long)]
+    pub(crate) queue_per_vr: bool,
     /// Run the target scenarios (one VR, flow cache, 100 VRs, two workers, overload)
     /// with windows alternating between them, and print each against its target; the suite
     /// sets --vrs, --workers, --rate and --gen-queues itself (and --routes for 100 VRs).
     #[arg(long)]
-    suite: bool,
+    pub(crate) suite: bool,
     /// Print the results as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 impl Default for Args {
@@ -140,6 +145,7 @@ impl Default for Args {
             nexthops: NexthopMode::Table,
             flow_cache: None,
             cores: Vec::new(),
+            queue_per_vr: false,
             suite: false,
             json: false,
         }
@@ -192,10 +198,14 @@ pub(crate) struct Scenario {
     pub(crate) nexthops: NexthopMode,
     pub(crate) flow_cache: Option<usize>,
     pub(crate) cores: Vec<usize>,
+    /// A generator queue per VR, offers per VR.
+    pub(crate) queue_per_vr: bool,
+    /// Share of each VR in a worker's generated traffic (default: equal).
+    pub(crate) vr_mix: Option<Vec<f64>>,
 }
 
 impl Scenario {
-    fn from_args(a: &Args, default_seconds: f64) -> Scenario {
+    pub(crate) fn from_args(a: &Args, default_seconds: f64) -> Scenario {
         let full = if a.ipv6 { IPV6_FULL } else { IPV4_FULL };
         Scenario {
             name: String::new(),
@@ -218,6 +228,8 @@ impl Scenario {
             nexthops: a.nexthops,
             flow_cache: a.flow_cache,
             cores: a.cores.clone(),
+            queue_per_vr: a.queue_per_vr,
+            vr_mix: None,
         }
     }
 
@@ -254,6 +266,9 @@ impl Scenario {
         if let Some(n) = self.pool_slots {
             f += &format!(" --pool-slots {n}");
         }
+        if self.queue_per_vr {
+            f += " --queue-per-vr";
+        }
         f += &format!(
             " --seconds {} --windows {} --seed {}",
             self.seconds, self.windows, self.seed
@@ -278,7 +293,7 @@ pub(crate) fn tsc() -> u64 {
 }
 
 /// TSC ticks per second, against the monotonic clock over `d`.
-fn tsc_hz(d: Duration) -> f64 {
+pub(crate) fn tsc_hz(d: Duration) -> f64 {
     let (t, c) = (Instant::now(), tsc());
     std::thread::sleep(d);
     tsc().wrapping_sub(c) as f64 / t.elapsed().as_secs_f64()

@@ -164,7 +164,9 @@ pub struct VrCounters {
     pub vectors: Counter,
     /// Packets in those vectors (injected frames included).
     pub scheduled: Counter,
-    /// TSC cycles those vectors took, input to tx flush (the VR's CPU use).
+    /// TSC cycles those vectors took, input to tx flush (the VR's CPU use). A vector that
+    /// took over 4× the VR's recent cost per packet counts at that cost instead: it was
+    /// preempted, and the time was the OS's, not the VR's.
     pub cycles: Counter,
     /// Vectors that held the core longer than the watchdog's budget.
     pub watchdog_offences: Counter,

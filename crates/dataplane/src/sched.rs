@@ -128,6 +128,20 @@ impl VrSched {
         }
     }
 
+    /// The cycles to account to the VR for a vector of `packets` that took `cycles`: what it
+    /// took, unless that is over 4× its recent cost — then the vector was almost certainly
+    /// preempted (the OS took the core, not the VR), and it is counted at the recent cost.
+    /// (Before [`VrSched::charge`] of the same vector.)
+    #[inline]
+    pub(crate) fn account(&self, packets: usize, cycles: u64) -> u64 {
+        let n = packets.max(1) as u64;
+        if self.cost_x16 != 0 && cycles.saturating_mul(16) > 4 * self.cost_x16 * n {
+            self.cost_x16 * n / 16
+        } else {
+            cycles
+        }
+    }
+
     /// Cycles per packet, moving average (0 before the first vector).
     #[cfg(test)]
     pub(crate) fn cost(&self) -> u64 {
@@ -330,8 +344,12 @@ mod tests {
     #[test]
     fn cost_is_a_clipped_moving_average() {
         let mut s = VrSched::default();
+        assert_eq!(s.account(100, 10_000), 10_000, "nothing known yet");
         s.charge(100, 10_000, 10_000, 1, Fairness::Cycles, None);
         assert_eq!(s.cost(), 100);
+        // A preempted vector is accounted at the recent cost; a slower one as measured.
+        assert_eq!(s.account(100, 1_000_000), 10_000);
+        assert_eq!(s.account(100, 30_000), 30_000);
         // One vector 100× slower (preempted) moves the average by at most 3/16 of it.
         s.charge(100, 1_000_000, 1_000_000, 1, Fairness::Cycles, None);
         assert!(s.cost() < 120, "{}", s.cost());

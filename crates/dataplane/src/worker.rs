@@ -885,7 +885,7 @@ impl Worker {
         let c = &snap.vr.counters[self.id];
         c.vectors.add(1);
         c.scheduled.add(n as u64);
-        c.cycles.add(cyc);
+        c.cycles.add(o.sched.account(n, cyc));
         let weight = snap.vr.weight.load(Ordering::Relaxed);
         match o.sched.charge(n, cyc, path, weight, fairness, watchdog) {
             crate::sched::Verdict::Ok => {}

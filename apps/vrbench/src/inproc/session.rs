@@ -113,8 +113,8 @@ impl Session {
         })
     }
 
-    /// Run every worker for `secs` with the given offers (one per worker), and return the
-    /// counter difference. Counters are read with all workers stopped.
+    /// Run every worker for `secs` with the given offers (one per worker; one per VR with
+    /// `--queue-per-vr`), and return the counter difference. Counters are read with all workers stopped.
     pub(crate) fn window(&mut self, secs: f64, offers: &[Offer]) -> anyhow::Result<Window> {
         for (c, o) in self.built.ctl.iter().zip(offers) {
             c.set(*o);
@@ -137,6 +137,11 @@ impl Session {
             timed,
             offers: offers.to_vec(),
         })
+    }
+
+    /// The data plane and its VRs.
+    pub(crate) fn built(&self) -> &Built {
+        &self.built
     }
 
     /// `offer` for every worker.
