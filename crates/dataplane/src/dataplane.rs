@@ -32,7 +32,10 @@ use crate::port::{PortId, RxQueue, TxQueue};
 use crate::ring::ring;
 use crate::sched::{Fairness, Scheduler, WATCH_WINDOW, Watchdog};
 use crate::vr::{DemuxKey, IfAddr, Vif, VifConfig, VifId, Vr, VrConfig, VrId};
-use crate::worker::{Handoff, Worker};
+use crate::worker::{Handoff, RxHeld, Worker};
+
+/// Receive queues a data plane can track (ports × queues over all workers).
+pub(crate) const MAX_RX_QUEUES: usize = 4096;
 
 /// Largest VR weight.
 pub const MAX_WEIGHT: u32 = 1_000_000;
@@ -64,6 +67,8 @@ pub(crate) struct Snapshot {
     pub(crate) version: u64,
     pub(crate) ports: Vec<PortDemux>,
     pub(crate) vrs: Vec<Option<VrSnap>>,
+    /// The worker that polls each receive queue (by the queue's index).
+    pub(crate) rx_owner: Vec<usize>,
 }
 
 /// Per-worker counters not tied to a VR or port.
@@ -76,7 +81,8 @@ pub(crate) struct WorkerCounters {
     pub(crate) idle_polls: Counter,
     /// Polls in total.
     pub(crate) polls: Counter,
-    /// TSC cycles of polls that did work.
+    /// TSC cycles spent on packets: receive bursts that brought some, and VR vectors (as
+    /// accounted to the VRs). Its growth over elapsed TSC is the worker's load.
     pub(crate) busy_cycles: Counter,
     /// Receive queues left unpolled for a poll because every VR they feed had a poll's
     /// worth queued (back-pressure: the excess waits in the NIC).
@@ -106,6 +112,15 @@ pub(crate) struct Shared {
     pub(crate) snap: ArcSwap<Snapshot>,
     pub(crate) version: AtomicU64,
     ctl: Mutex<Vec<bool>>,
+    /// Receive queues between two workers (filled by the one letting go, emptied by the
+    /// one taking over), by index.
+    pub(crate) rx_slots: Mutex<Vec<Option<RxHeld>>>,
+    /// Each receive queue's worker of origin (the one it was given to).
+    rx_home: Mutex<Vec<usize>>,
+    /// The VR each receive queue mostly feeds (its id + 1; 0: none), as its poller last saw.
+    pub(crate) rx_dominant: Box<[AtomicU32]>,
+    /// Workers in use for forwarding: `0..active`.
+    active: AtomicUsize,
     /// What placement measured last: each VR's cycle counter (by VR, to tell a new VR
     /// with a reused id apart).
     placed: Mutex<Vec<(Arc<Vr>, u64)>>,
@@ -165,12 +180,18 @@ pub struct WorkerStats {
     pub polls: u64,
     /// Polls that found no work.
     pub idle_polls: u64,
-    /// TSC cycles spent in polls that did work (busy ratio = its growth ÷ elapsed TSC).
+    /// TSC cycles spent on packets (receive bursts that brought some, VR vectors); its growth
+    /// ÷ elapsed TSC is the worker's load — a poll-mode worker spins all the time, so how
+    /// much of that time went to packets is what tells a saturated core from an idle one.
     pub busy_cycles: u64,
     /// Receive queues left unpolled under back-pressure (per poll and queue).
     pub rx_held: u64,
     /// VRs assigned to the worker.
     pub vrs: usize,
+    /// Receive queues it polls.
+    pub rx_queues: usize,
+    /// Whether it is in use for forwarding.
+    pub active: bool,
 }
 
 /// The data plane's control handle. Cheap to clone; every method may be called from any
@@ -212,6 +233,7 @@ impl Dataplane {
             version: 0,
             ports: vec![PortDemux::default(); config.ports.len()],
             vrs: Vec::new(),
+            rx_owner: Vec::new(),
         };
         Ok(Dataplane(Arc::new(Shared {
             pool,
@@ -224,6 +246,10 @@ impl Dataplane {
             snap: ArcSwap::from_pointee(snap),
             version: AtomicU64::new(0),
             ctl: Mutex::new(vec![false; config.workers]),
+            rx_slots: Mutex::new(Vec::new()),
+            rx_home: Mutex::new(Vec::new()),
+            rx_dominant: (0..MAX_RX_QUEUES).map(|_| AtomicU32::new(0)).collect(),
+            active: AtomicUsize::new(config.workers),
             placed: Mutex::new(Vec::new()),
             epoch: Instant::now(),
             test_now: AtomicU64::new(0),
@@ -275,8 +301,55 @@ impl Dataplane {
         if taken[index] {
             return Err(err("already taken"));
         }
+        let mut home = self.0.rx_home.lock().unwrap_or_else(|e| e.into_inner());
+        if home.len() + rx.len() > MAX_RX_QUEUES {
+            return Err(DpError::TooMany("receive queues"));
+        }
         taken[index] = true;
-        Ok(Worker::new(self.0.clone(), index, rx, tx))
+        let first = home.len();
+        home.extend(std::iter::repeat_n(index, rx.len()));
+        self.0
+            .rx_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .resize_with(home.len(), || None);
+        // Given to an inactive worker, the queues start with worker 0.
+        let at = if index < self.active_workers() {
+            index
+        } else {
+            0
+        };
+        let held: Vec<RxHeld> = rx
+            .into_iter()
+            .enumerate()
+            .map(|(i, (port, q))| RxHeld {
+                id: first + i,
+                port,
+                q,
+                track: Default::default(),
+                marks: Vec::new(),
+            })
+            .collect();
+        let mut parked = Vec::new();
+        let mut mine = Vec::new();
+        for h in held {
+            if at == index {
+                mine.push(h);
+            } else {
+                parked.push(h);
+            }
+        }
+        {
+            let mut slots = self.0.rx_slots.lock().unwrap_or_else(|e| e.into_inner());
+            for h in parked {
+                let id = h.id;
+                slots[id] = Some(h);
+            }
+        }
+        let n = home.len();
+        drop(home);
+        self.publish(|s| s.rx_owner.resize(n, at));
+        Ok(Worker::new(self.0.clone(), index, mine, tx))
     }
 
     fn ctl(&self) -> std::sync::MutexGuard<'_, Vec<bool>> {
@@ -289,6 +362,7 @@ impl Dataplane {
             version: cur.version + 1,
             ports: cur.ports.clone(),
             vrs: cur.vrs.clone(),
+            rx_owner: cur.rx_owner.clone(),
         };
         f(&mut next);
         let v = next.version;
@@ -554,23 +628,46 @@ impl Dataplane {
         Ok(())
     }
 
-    /// Balance VRs over the workers by the CPU they used since the last call (see
-    /// [`crate::placement`]): returns the moves made, `(VR, from, to)`. Pinned VRs stay.
-    /// `margin` is the hysteresis (0.1: a move must cut the busiest worker's load by more
-    /// than 10 %), `max_moves` the most VRs moved per call. Call it periodically (the
-    /// daemon: every second).
+    /// Balance VRs over the workers in use by the CPU they used since the last call (see
+    /// [`crate::placement`]), and give each receive queue that mostly feeds one VR to that
+    /// VR's worker (so its packets stay on one core): returns the VR moves made, `(VR, from,
+    /// to)`. Pinned VRs stay. `margin` is the hysteresis (0.1: a move must cut the busiest
+    /// worker's load by more than 10 %), `max_moves` the most VRs moved per call. Call it
+    /// periodically (the daemon: every second).
     pub fn rebalance(&self, margin: f64, max_moves: usize) -> Vec<(String, usize, usize)> {
-        let usable: Vec<usize> = (0..self.0.workers).collect();
-        self.place(&usable, margin, max_moves)
+        let _g = self.ctl();
+        self.replan(self.active_workers(), margin, max_moves)
     }
 
-    pub(crate) fn place(
-        &self,
-        usable: &[usize],
-        margin: f64,
-        max_moves: usize,
-    ) -> Vec<(String, usize, usize)> {
+    /// Workers in use for forwarding (`0..n`; all of them unless
+    /// [`Dataplane::set_active_workers`] said otherwise).
+    pub fn active_workers(&self) -> usize {
+        self.0.active.load(Ordering::Relaxed)
+    }
+
+    /// Forward on workers `0..n` only (1 ≤ n ≤ workers): VRs and receive queues of the
+    /// others move onto them, and VRs are spread over them by measured load. A worker with
+    /// nothing to do backs off to sleeping (1 ms), leaving its core to other work. Nothing
+    /// is lost or reordered by the moves (see [`Dataplane::move_vr`]; a receive queue moves
+    /// the same way: its new poller starts once the VRs' owners have taken what the old
+    /// one received). Returns the VR moves made.
+    pub fn set_active_workers(&self, n: usize) -> Result<Vec<(String, usize, usize)>, DpError> {
+        if !(1..=self.0.workers).contains(&n) {
+            return Err(bad(
+                "data plane",
+                "active workers",
+                format!("{n} not in 1..={}", self.0.workers),
+            ));
+        }
         let _g = self.ctl();
+        self.0.active.store(n, Ordering::Relaxed);
+        Ok(self.replan(n, 0.05, usize::MAX))
+    }
+
+    /// Place VRs on workers `0..active` (see [`crate::placement`]) and receive queues after
+    /// them, in one published snapshot. Under the control lock.
+    fn replan(&self, active: usize, margin: f64, max_moves: usize) -> Vec<(String, usize, usize)> {
+        let usable: Vec<usize> = (0..active).collect();
         let snap = self.0.snap.load_full();
         let mut placed = self.0.placed.lock().unwrap_or_else(|e| e.into_inner());
         let mut vrs = Vec::new();
@@ -585,23 +682,66 @@ impl Dataplane {
             next.push((s.vr.clone(), cycles));
             loads.push(crate::placement::VrLoad {
                 worker: s.owner,
-                pinned: s.vr.pinned().is_some(),
+                // A pinned VR stays unless its worker is out of use.
+                pinned: s.vr.pinned().is_some_and(|w| w < active),
                 load: cycles.saturating_sub(before) as f64,
             });
             vrs.push(s.clone());
         }
         *placed = next;
-        let moves = crate::placement::plan(&loads, usable, margin, max_moves);
-        moves
-            .into_iter()
-            .map(|(i, to)| {
-                let s = &vrs[i];
-                let from = s.owner;
-                let cur = self.find(s.vr.name()).unwrap_or_else(|| s.clone());
-                self.moved(&cur, to);
-                (s.vr.name().to_string(), from, to)
+        let moves = crate::placement::plan(&loads, &usable, margin, max_moves);
+        let mut owner: Vec<Option<usize>> = snap
+            .vrs
+            .iter()
+            .map(|s| s.as_ref().map(|s| s.owner))
+            .collect();
+        let mut out = Vec::new();
+        for &(i, to) in &moves {
+            let s = &vrs[i];
+            owner[usize::from(s.vr.id)] = Some(to);
+            out.push((s.vr.name().to_string(), s.owner, to));
+        }
+        let home = self
+            .0
+            .rx_home
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let rx_owner: Vec<usize> = snap
+            .rx_owner
+            .iter()
+            .enumerate()
+            .map(|(q, &cur)| {
+                let dom = self.0.rx_dominant[q].load(Ordering::Relaxed);
+                let follow = dom
+                    .checked_sub(1)
+                    .and_then(|v| owner.get(v as usize).copied().flatten())
+                    .filter(|&w| w < active);
+                match follow {
+                    Some(w) => w,
+                    None if cur < active => cur,
+                    None if home[q] < active => home[q],
+                    None => q % active,
+                }
             })
-            .collect()
+            .collect();
+        if out.is_empty() && rx_owner == snap.rx_owner {
+            return out;
+        }
+        for (name, _, to) in &out {
+            if let Some(s) = vrs.iter().find(|s| s.vr.name() == name) {
+                s.vr.owner.store(*to, Ordering::Relaxed);
+            }
+        }
+        self.publish(|s| {
+            for v in s.vrs.iter_mut().flatten() {
+                if let Some(Some(w)) = owner.get(usize::from(v.vr.id)) {
+                    v.owner = *w;
+                }
+            }
+            s.rx_owner = rx_owner;
+        });
+        out
     }
 
     /// Measurement element: make VR `name`'s forwarding path burn `cycles_per_packet` more
@@ -636,6 +776,8 @@ impl Dataplane {
                 busy_cycles: w.busy_cycles.get(),
                 rx_held: w.rx_held.get(),
                 vrs: snap.vrs.iter().flatten().filter(|s| s.owner == i).count(),
+                rx_queues: snap.rx_owner.iter().filter(|&&o| o == i).count(),
+                active: i < self.active_workers(),
             })
             .collect()
     }

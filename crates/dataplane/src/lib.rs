@@ -30,6 +30,7 @@ mod policer;
 mod pool;
 pub mod port;
 pub mod ring;
+pub mod scale;
 pub mod sched;
 mod tx;
 mod vector;
@@ -48,6 +49,11 @@ pub use vr::{
     DemuxKey, FlowKey, IfAddr, IpPrefix, MatchRule, Vif, VifConfig, VifId, Vr, VrConfig, VrId,
 };
 pub use worker::{CostModel, Worker};
+
+/// The TSC (0 where there is none): the clock the data plane's cycle counters use.
+pub fn tsc() -> u64 {
+    node::cycles()
+}
 
 /// TSC ticks per second, measured against the monotonic clock over `d` (to turn a time
 /// budget into cycles, e.g. the watchdog's).

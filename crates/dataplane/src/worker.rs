@@ -148,11 +148,34 @@ struct LocalVr {
 
 /// What a receive queue's last burst was like.
 #[derive(Debug, Default)]
-struct RxTrack {
+pub(crate) struct RxTrack {
     /// The burst was full.
     full: bool,
     /// VRs that took at least [`SIGNIFICANT`] packets of it.
     fed: ArrayVec<VrId, FED>,
+}
+
+/// A receive queue as a worker holds it (and as it passes between workers).
+pub(crate) struct RxHeld {
+    /// Index in the data plane's list of receive queues.
+    pub(crate) id: usize,
+    pub(crate) port: PortId,
+    pub(crate) q: Box<dyn RxQueue>,
+    pub(crate) track: RxTrack,
+    /// Marks on the previous holder's ingress rings, taken when it let go: the queue is
+    /// polled again once the VRs' owners have taken everything it received before (so a
+    /// frame it receives now cannot overtake one received earlier by the other worker).
+    pub(crate) marks: Vec<crate::ring::Mark>,
+}
+
+impl core::fmt::Debug for RxHeld {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RxHeld")
+            .field("id", &self.id)
+            .field("port", &self.port)
+            .field("waiting_marks", &self.marks.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Spin for `c` TSC cycles (the measurement element of [`crate::Dataplane::set_extra_cost`]).
@@ -183,8 +206,10 @@ fn tag(m: &mut crate::Meta, port: PortId, r: VifRef, l2: &crate::L2Info) {
 pub struct Worker {
     sh: Arc<Shared>,
     id: usize,
-    rx: Vec<(PortId, Box<dyn RxQueue>)>,
-    rxt: Vec<RxTrack>,
+    /// Receive queues this worker polls.
+    rx: Vec<RxHeld>,
+    /// Receive queues assigned to this worker whose hand-over it waits for.
+    adopting_rx: Vec<usize>,
     tx: TxStage,
     snap: Arc<Snapshot>,
     version: u64,
@@ -219,7 +244,7 @@ impl Worker {
     pub(crate) fn new(
         sh: Arc<Shared>,
         id: usize,
-        rx: Vec<(PortId, Box<dyn RxQueue>)>,
+        rx: Vec<RxHeld>,
         tx: Vec<Box<dyn TxQueue>>,
     ) -> Worker {
         let mut w = Worker {
@@ -227,8 +252,8 @@ impl Worker {
             version: u64::MAX,
             sh,
             id,
-            rxt: rx.iter().map(|_| RxTrack::default()).collect(),
             rx,
+            adopting_rx: Vec::new(),
             tx: TxStage::new(tx),
             vrs: Vec::new(),
             owned: Vec::new(),
@@ -285,10 +310,12 @@ impl Worker {
     /// One round: receive, demux, schedule the owned VRs for a vector per receive queue.
     /// Returns packets handled (received plus forwarded).
     pub fn poll(&mut self) -> usize {
-        let t0 = cycles();
         self.refresh();
         if !self.adopting.is_empty() {
             self.adopt();
+        }
+        if !self.adopting_rx.is_empty() {
+            self.adopt_rx();
         }
         let now_ns = self.sh.now_ns();
         self.now_ns = now_ns;
@@ -300,6 +327,12 @@ impl Worker {
             Scheduler::Stride => {
                 let budget = VECTOR * rounds;
                 for q in 0..self.rx.len() {
+                    if !self.rx[q].marks.is_empty() {
+                        self.rx[q].marks.retain(|m| !m.passed());
+                        if !self.rx[q].marks.is_empty() {
+                            continue;
+                        }
+                    }
                     for k in 0..rounds {
                         if !self.want_rx(q, budget) {
                             if k == 0 {
@@ -320,6 +353,12 @@ impl Worker {
             }
             Scheduler::RoundRobin => {
                 for q in 0..self.rx.len() {
+                    if !self.rx[q].marks.is_empty() {
+                        self.rx[q].marks.retain(|m| !m.passed());
+                        if !self.rx[q].marks.is_empty() {
+                            continue;
+                        }
+                    }
                     let n = self.rx_one(q);
                     pressure |= n == VECTOR;
                     work += n;
@@ -344,11 +383,8 @@ impl Worker {
         }
         let wc = &self.sh.worker_counters[self.id];
         wc.polls.add(1);
-        let dt = cycles().wrapping_sub(t0);
         if work == 0 {
             wc.idle_polls.add(1);
-        } else {
-            wc.busy_cycles.add(dt);
         }
         self.drain_retiring();
         work
@@ -356,7 +392,7 @@ impl Worker {
 
     /// Whether receive queue `q` should be polled (again) now (see the module doc).
     fn want_rx(&mut self, q: usize, budget: usize) -> bool {
-        let t = &self.rxt[q];
+        let t = &self.rx[q].track;
         if !t.full || t.fed.is_empty() {
             return true;
         }
@@ -443,7 +479,54 @@ impl Worker {
                 *slot = Some(h);
             }
         }
+        // Receive queues: let go of those assigned elsewhere, wait for those assigned here.
+        let mut k = 0;
+        while k < self.rx.len() {
+            let qid = self.rx[k].id;
+            if snap.rx_owner.get(qid).is_some_and(|&o| o != self.id) {
+                let mut h = self.rx.swap_remove(k);
+                // Everything received so far sits in this worker's producer rings: the next
+                // holder waits until the owners have taken it.
+                h.marks.extend(
+                    self.vrs
+                        .iter_mut()
+                        .flatten()
+                        .filter_map(|l| l.producer.as_mut())
+                        .filter_map(|p| (p.queued(0) > 0).then(|| p.mark())),
+                );
+                h.track = RxTrack::default();
+                let mut slots = self.sh.rx_slots.lock().unwrap_or_else(|e| e.into_inner());
+                slots[qid] = Some(h);
+            } else {
+                k += 1;
+            }
+        }
+        self.adopting_rx = snap
+            .rx_owner
+            .iter()
+            .enumerate()
+            .filter(|&(q, &o)| o == self.id && !self.rx.iter().any(|h| h.id == q))
+            .map(|(q, _)| q)
+            .collect();
         self.snap = snap;
+    }
+
+    /// Take over the receive queues assigned to this worker that their holder let go.
+    fn adopt_rx(&mut self) {
+        let Ok(mut slots) = self.sh.rx_slots.try_lock() else {
+            return;
+        };
+        let rx = &mut self.rx;
+        self.adopting_rx
+            .retain(|&q| match slots.get_mut(q).and_then(Option::take) {
+                Some(h) => {
+                    rx.push(h);
+                    false
+                }
+                None => true,
+            });
+        // Poll in a stable order (the queues' ids).
+        rx.sort_by_key(|h| h.id);
     }
 
     /// Take over the VRs assigned to this worker whose previous owner has let go.
@@ -503,7 +586,6 @@ impl Worker {
             sh,
             id,
             rx,
-            rxt,
             vrs,
             touched,
             snap,
@@ -512,8 +594,14 @@ impl Worker {
         } = self;
         let (sh, id, now) = (&**sh, *id, *now_ns);
         let pool = &*sh.pool;
-        let (port, ref mut rxq) = rx[q];
-        let track = &mut rxt[q];
+        let RxHeld {
+            id: qid,
+            port,
+            q: rxq,
+            track,
+            ..
+        } = &mut rx[q];
+        let (port, qid) = (*port, *qid);
         track.fed.clear();
         let mut v = PktVec::new();
         let n = rxq.rx_burst(pool, &mut v, VECTOR);
@@ -594,12 +682,24 @@ impl Worker {
         }
         pc.rx_bytes.add(bytes);
         dropped += Self::flush_staged(sh, id, now, vrs, touched, track);
+        // Which VR this queue mostly feeds (placement moves a queue to that VR's owner).
+        let dom = match track.fed.as_slice() {
+            [only] if n >= VECTOR / 2 => u32::from(*only) + 1,
+            _ => 0,
+        };
+        if let Some(d) = sh.rx_dominant.get(qid)
+            && d.load(Ordering::Relaxed) != dom
+        {
+            d.store(dom, Ordering::Relaxed);
+        }
         pc.rx_dropped.add(dropped);
         let dn = &wc.nodes[Node::Demux as usize];
         dn.packets.add(n as u64);
         dn.vectors.add(1);
         dn.sampled_packets.add(n as u64);
-        dn.cycles.add(cycles().wrapping_sub(t1));
+        let t2 = cycles();
+        dn.cycles.add(t2.wrapping_sub(t1));
+        wc.busy_cycles.add(t2.wrapping_sub(t0));
         n
     }
 
@@ -885,7 +985,9 @@ impl Worker {
         let c = &snap.vr.counters[self.id];
         c.vectors.add(1);
         c.scheduled.add(n as u64);
-        c.cycles.add(o.sched.account(n, cyc));
+        let accounted = o.sched.account(n, cyc);
+        c.cycles.add(accounted);
+        self.sh.worker_counters[self.id].busy_cycles.add(accounted);
         let weight = snap.vr.weight.load(Ordering::Relaxed);
         match o.sched.charge(n, cyc, path, weight, fairness, watchdog) {
             crate::sched::Verdict::Ok => {}
