@@ -44,16 +44,16 @@ pub(crate) struct Args {
     scenarios: Vec<Which>,
     /// Routes per VR (generated table; `overhead` always uses the full table).
     #[arg(long, default_value_t = 100_000)]
-    routes: usize,
+    pub(crate) routes: usize,
     /// Seconds per measurement window.
     #[arg(long, default_value_t = 0.5)]
-    window: f64,
+    pub(crate) window: f64,
     /// Rounds of alternating windows for each ratio (median reported).
     #[arg(long, default_value_t = 3)]
-    rounds: usize,
+    pub(crate) rounds: usize,
     /// Cores for the workers, comma-separated [default: as the OS lists them].
     #[arg(long, value_delimiter = ',')]
-    cores: Vec<usize>,
+    pub(crate) cores: Vec<usize>,
     /// Print JSON instead of Markdown.
     #[arg(long)]
     json: bool,
@@ -243,12 +243,7 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
             Which::Table1 => table1(&mut cx)?,
             Which::Weights => weights(&mut cx)?,
             Which::Overhead => overhead(&mut cx)?,
-            Which::Cores => Section {
-                scenario: Which::Cores,
-                command: command(a, "cores"),
-                markdown: "### On-demand cores\n\nNot implemented yet.\n".into(),
-                targets: Vec::new(),
-            },
+            Which::Cores => crate::cores::run(&mut cx.tables, cx.hz, a)?,
         };
         if !a.json {
             println!("{}", s.markdown);

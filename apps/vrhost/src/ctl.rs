@@ -184,15 +184,21 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
     if let Some(ws) = v.get("workers").and_then(Value::as_array) {
         println!();
         println!(
-            "{:<8} {:>6} {:>6} {:>14} {:>14}",
-            "WORKER", "CORE", "VRS", "POLLS", "IDLE-POLLS"
+            "{:<8} {:>6} {:>8} {:>6} {:>9} {:>14} {:>14}",
+            "WORKER", "CORE", "IN-USE", "VRS", "RX-QUEUES", "POLLS", "IDLE-POLLS"
         );
         for w in ws {
             println!(
-                "{:<8} {:>6} {:>6} {:>14} {:>14}",
+                "{:<8} {:>6} {:>8} {:>6} {:>9} {:>14} {:>14}",
                 n(&w["worker"]),
                 n(&w["core"]),
+                if w["active"].as_bool().unwrap_or(true) {
+                    "yes"
+                } else {
+                    "no"
+                },
                 n(&w["vrs"]),
+                n(&w["rx_queues"]),
                 n(&w["polls"]),
                 n(&w["idle_polls"]),
             );

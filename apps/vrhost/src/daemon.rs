@@ -22,9 +22,10 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tracing::{error, info, warn};
 use vrhost_control::apply;
-use vrhost_control::config::{Config, VrPlan, ifindex};
+use vrhost_control::config::{Config, ScalingSpec, VrPlan, ifindex};
 use vrhost_control::punt::ControlPlane;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
+use vrhost_dataplane::scale::{ScalePolicy, Scaler};
 use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Watchdog};
 
 use crate::ctl;
@@ -66,22 +67,50 @@ struct Daemon {
     tsc_hz: f64,
     /// VRs known to be quarantined (logged once).
     quarantined: HashSet<String>,
+    /// With `scaling = "on-demand"`.
+    scaler: Option<Scaler>,
 }
 
 /// Seconds between placement rounds (VRs moved between workers by measured load).
 const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
+/// Between on-demand scaling decisions.
+const SCALE_EVERY: Duration = Duration::from_millis(100);
 
-/// Apply `[dataplane]` fairness and watchdog settings.
-fn apply_dataplane(dp: &Dataplane, cfg: &Config, tsc_hz: f64) -> anyhow::Result<()> {
+/// Apply `[dataplane]` fairness, watchdog and scaling settings; returns the scaler when
+/// scaling is on demand (`scaler`: the one running now, kept if still wanted).
+fn apply_dataplane(
+    dp: &Dataplane,
+    cfg: &Config,
+    tsc_hz: f64,
+    scaler: Option<Scaler>,
+) -> anyhow::Result<Option<Scaler>> {
     let d = &cfg.dataplane;
     dp.set_fairness(d.fairness.into());
+    let scaler = match (d.scaling, scaler) {
+        (ScalingSpec::Fixed, _) => {
+            if dp.active_workers() != dp.workers() {
+                dp.set_active_workers(dp.workers())?;
+                info!("scaling fixed: forwarding on all {} workers", dp.workers());
+            }
+            None
+        }
+        (ScalingSpec::OnDemand, Some(s)) => Some(s),
+        (ScalingSpec::OnDemand, None) => {
+            dp.set_active_workers(1)?;
+            info!(
+                "scaling on demand: forwarding on worker 0, up to {} as load needs",
+                dp.workers()
+            );
+            Some(Scaler::new(ScalePolicy::default()))
+        }
+    };
     let us = *d.watchdog_us.get_ref() as f64;
     let wd = (us > 0.0).then(|| Watchdog {
         budget_cycles: (us * tsc_hz / 1e6).max(1.0) as u64,
         strikes: *d.watchdog_strikes.get_ref() as u32,
     });
     dp.set_watchdog(wd)?;
-    Ok(())
+    Ok(scaler)
 }
 
 impl Daemon {
@@ -104,7 +133,7 @@ impl Daemon {
             },
         )?;
         let tsc_hz = vrhost_dataplane::tsc_hz(Duration::from_millis(50));
-        apply_dataplane(&dp, &cfg, tsc_hz)?;
+        let scaler = apply_dataplane(&dp, &cfg, tsc_hz, None)?;
         let ctl = ctl::Server::bind(socket)?;
         // Open every port before creating anything else: a port that cannot open stops the
         // start with nothing else touched.
@@ -165,12 +194,14 @@ impl Daemon {
             gone: HashSet::new(),
             tsc_hz,
             quarantined: HashSet::new(),
+            scaler,
         })
     }
 
     fn serve(&mut self, term: &AtomicBool, hup: &AtomicBool, deadline: Option<Instant>) {
         let mut last_check = Instant::now();
         let mut last_place = Instant::now();
+        let mut last_scale = Instant::now();
         while !term.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
             if hup.swap(false, Ordering::Relaxed) {
                 match self.reload() {
@@ -190,7 +221,25 @@ impl Daemon {
                 self.report_quarantines();
                 last_check = Instant::now();
             }
-            if self.dp.workers() > 1 && last_place.elapsed() > PLACEMENT_EVERY {
+            if let Some(sc) = self.scaler.as_mut()
+                && last_scale.elapsed() > SCALE_EVERY
+            {
+                let t = sc.tick(&self.dp);
+                if t.changed.is_some() {
+                    let load: Vec<String> = t
+                        .load
+                        .iter()
+                        .map(|l| format!("{:.0}%", 100.0 * l))
+                        .collect();
+                    info!(
+                        "scaling: forwarding on {} worker(s) now (load was {})",
+                        t.active,
+                        load.join(", ")
+                    );
+                }
+                last_scale = Instant::now();
+            }
+            if self.dp.active_workers() > 1 && last_place.elapsed() > PLACEMENT_EVERY {
                 for (vr, from, to) in self.dp.rebalance(0.1, 2) {
                     info!("placement: VR {vr} moved from worker {from} to worker {to} (load)");
                 }
@@ -224,7 +273,8 @@ impl Daemon {
             .into_iter()
             .map(|p| (p.name.clone(), p))
             .collect();
-        apply_dataplane(&self.dp, &next, self.tsc_hz).map_err(|e| e.to_string())?;
+        self.scaler = apply_dataplane(&self.dp, &next, self.tsc_hz, self.scaler.take())
+            .map_err(|e| e.to_string())?;
         let (mut added, mut removed, mut changed) = (0, 0, 0);
         let mut errors = Vec::new();
         let mut tuned = Vec::new();
@@ -374,6 +424,7 @@ impl Daemon {
             .map(|(i, w)| {
                 json!({
                     "worker": i, "core": cores.get(i), "vrs": w.vrs,
+                    "active": w.active, "rx_queues": w.rx_queues,
                     "polls": w.polls, "idle_polls": w.idle_polls,
                     "busy_cycles": w.busy_cycles, "rx_held": w.rx_held,
                 })
@@ -382,6 +433,7 @@ impl Daemon {
         json!({
             "ok": true, "ports": ports, "vrs": vrs, "workers": workers,
             "fairness": self.dp.fairness().name(),
+            "active_workers": self.dp.active_workers(),
             "polls": polls, "idle_polls": idle,
         })
     }

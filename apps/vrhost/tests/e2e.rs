@@ -333,3 +333,35 @@ fn weight_and_policer_change_in_place_and_show_in_status() {
     let out = d.ctl(&["release", "nope"]);
     assert!(!out.status.success());
 }
+
+/// `scaling = "on-demand"` on two cores and two-queue ports: forwarding starts on worker 0
+/// alone, which then polls worker 1's queues too (AF_XDP sockets handed between threads);
+/// pings and TCP get through both VRs.
+#[test]
+fn on_demand_scaling_starts_on_one_worker_and_forwards_everything() {
+    if !require_root("vrhost end-to-end test") {
+        return;
+    }
+    let lab = Lab::up(&LabSpec::unique("e2e").vrs(2).queues(2)).unwrap();
+    let text = config(&lab, "afxdp", &[0, 1])
+        .replace("cores = [0]", "cores = [0, 1]\nscaling = \"on-demand\"");
+    let d = Daemon::start(&lab, &text);
+    let st = d.status();
+    assert_eq!(st["active_workers"], 1, "{st}");
+    let w = st["workers"].as_array().unwrap();
+    assert_eq!(w[1]["active"], false, "{st}");
+    assert_eq!(w[1]["rx_queues"], 0, "{st}");
+    assert_eq!(
+        w[0]["rx_queues"], 4,
+        "both queues of both ports on worker 0: {st}"
+    );
+    for vr in 0..2 {
+        let b = lab.vr(vr).b.addrs.host4.to_string();
+        assert_eq!(ping(&lab, vr, &b, 5, "0.05"), (5, 5), "vr{vr}");
+        assert!(iperf(&lab, vr, 1) > 1_000_000, "vr{vr}");
+    }
+    for vr in ["vr0", "vr1"] {
+        let s = d.vr(vr);
+        assert_eq!(s["drops"], 0, "{s}");
+    }
+}

@@ -12,6 +12,7 @@
 //! [dataplane]
 //! cores = [0]                  # one forwarding worker per listed core
 //! fairness = "packets"         # backlogged VRs share a core by packets | cycles
+//! scaling = "fixed"            # fixed | on-demand (forward on as few of the cores as needed)
 //! watchdog_us = 2000           # a VR's vector may hold its core this long…
 //! watchdog_strikes = 3         # …offending this often in 32 vectors quarantines the VR
 //!
@@ -108,6 +109,18 @@ impl From<FairnessSpec> for Fairness {
     }
 }
 
+/// `[dataplane] scaling`: how many of the listed cores forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScalingSpec {
+    /// All of them, always.
+    #[default]
+    Fixed,
+    /// As few as the load needs: start with one, add one when it saturates, give one back
+    /// when the load falls (the others stay free for local applications).
+    OnDemand,
+}
+
 /// `[dataplane]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -121,6 +134,9 @@ pub struct DataplaneSection {
     /// Packets or cycles fairness.
     #[serde(default)]
     pub fairness: FairnessSpec,
+    /// Fixed or on-demand forwarding cores.
+    #[serde(default)]
+    pub scaling: ScalingSpec,
     /// Watchdog: microseconds one vector of one VR may hold its core (0 = no watchdog).
     #[serde(default = "default_watchdog_us")]
     pub watchdog_us: Spanned<i64>,
@@ -146,6 +162,7 @@ impl Default for DataplaneSection {
             cores: default_cores(),
             pool: None,
             fairness: FairnessSpec::default(),
+            scaling: ScalingSpec::default(),
             watchdog_us: default_watchdog_us(),
             watchdog_strikes: default_strikes(),
         }

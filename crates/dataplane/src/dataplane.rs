@@ -87,6 +87,15 @@ pub(crate) struct WorkerCounters {
     /// Receive queues left unpolled for a poll because every VR they feed had a poll's
     /// worth queued (back-pressure: the excess waits in the NIC).
     pub(crate) rx_held: Counter,
+    /// Packets received and packets run through VR vectors.
+    pub(crate) rx_packets: Counter,
+    pub(crate) fwd_packets: Counter,
+    /// Cycles and packets of *full* receive bursts and full VR vectors: the cost per packet
+    /// when batches are full, which is what a saturated worker pays.
+    pub(crate) full_rx_cycles: Counter,
+    pub(crate) full_rx_packets: Counter,
+    pub(crate) full_fwd_cycles: Counter,
+    pub(crate) full_fwd_packets: Counter,
 }
 
 impl Default for WorkerCounters {
@@ -98,6 +107,12 @@ impl Default for WorkerCounters {
             polls: Counter::default(),
             busy_cycles: Counter::default(),
             rx_held: Counter::default(),
+            rx_packets: Counter::default(),
+            fwd_packets: Counter::default(),
+            full_rx_cycles: Counter::default(),
+            full_rx_packets: Counter::default(),
+            full_fwd_cycles: Counter::default(),
+            full_fwd_packets: Counter::default(),
         }
     }
 }
@@ -174,7 +189,7 @@ impl Shared {
 }
 
 /// One worker's load, as [`Dataplane::worker_stats`] reports it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct WorkerStats {
     /// Polls in total.
     pub polls: u64,
@@ -186,6 +201,15 @@ pub struct WorkerStats {
     pub busy_cycles: u64,
     /// Receive queues left unpolled under back-pressure (per poll and queue).
     pub rx_held: u64,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Packets run through its VRs' vectors.
+    pub fwd_packets: u64,
+    /// Cycles per packet of full receive bursts (0 if none seen yet): what receiving costs
+    /// the worker per packet when it is saturated.
+    pub full_rx_cost: f64,
+    /// Cycles per packet of full VR vectors (0 if none seen yet).
+    pub full_fwd_cost: f64,
     /// VRs assigned to the worker.
     pub vrs: usize,
     /// Receive queues it polls.
@@ -719,8 +743,8 @@ impl Dataplane {
                     .filter(|&w| w < active);
                 match follow {
                     Some(w) => w,
-                    None if cur < active => cur,
                     None if home[q] < active => home[q],
+                    None if cur < active => cur,
                     None => q % active,
                 }
             })
@@ -775,6 +799,11 @@ impl Dataplane {
                 idle_polls: w.idle_polls.get(),
                 busy_cycles: w.busy_cycles.get(),
                 rx_held: w.rx_held.get(),
+                rx_packets: w.rx_packets.get(),
+                fwd_packets: w.fwd_packets.get(),
+                full_rx_cost: w.full_rx_cycles.get() as f64 / w.full_rx_packets.get().max(1) as f64,
+                full_fwd_cost: w.full_fwd_cycles.get() as f64
+                    / w.full_fwd_packets.get().max(1) as f64,
                 vrs: snap.vrs.iter().flatten().filter(|s| s.owner == i).count(),
                 rx_queues: snap.rx_owner.iter().filter(|&&o| o == i).count(),
                 active: i < self.active_workers(),

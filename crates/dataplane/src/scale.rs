@@ -7,9 +7,17 @@
 //! at half load (batches are fuller; Tanyingyong Fig. 7–8). So forwarding starts on worker 0
 //! alone; the others keep their threads but own nothing and sleep (see [`crate::Worker::run`]).
 //!
-//! A worker's *load* is the share of its time spent on packets — receive bursts that brought
-//! some and VR vectors — over the last interval ([`crate::WorkerStats::busy_cycles`]): a
-//! poll-mode worker spins all the time, so "CPU busy" would always say 100 %. The rule
+//! A worker's *load* is the share of its capacity the last interval's packets used: packets
+//! received and forwarded × what each costs it when batches are full
+//! ([`crate::WorkerStats::full_rx_cost`], [`crate::WorkerStats::full_fwd_cost`]), over the
+//! interval's cycles. Why not "CPU busy": a
+//! poll-mode worker spins all the time, so that always says 100 %. Why not the time spent on
+//! packets either: at a low rate every poll finds a packet or two and runs them in tiny
+//! batches, each costing several times what it would in a full vector — measured, a worker
+//! offered 30 % of its capacity spent 90 % of its time on packets. The cost at full batches
+//! is learned whenever a worker sees full bursts and vectors; one that has not (it never
+//! came near saturation) is taken to cost what the others do, and if none has, the load
+//! counts as 0 — no worker can need help yet. The rule
 //! ([`decide`]): if the busiest worker in use stays at or above `high` for `up` intervals in
 //! a row, use one more; if the load of all workers in use would fit on one fewer at no more
 //! than `low` each, for `down` intervals in a row, use one fewer. The gap between `high`
@@ -89,6 +97,7 @@ pub fn decide(load: &[f64], max: usize, p: &ScalePolicy, s: &mut Streaks) -> Dec
 pub struct Scaler {
     policy: ScalePolicy,
     streaks: Streaks,
+    /// TSC and each worker's packets (received, forwarded) at the last tick.
     last: Option<(u64, Vec<u64>)>,
 }
 
@@ -117,9 +126,13 @@ impl Scaler {
     /// says so. Call it at a steady pace (the daemon: every 100 ms).
     pub fn tick(&mut self, dp: &Dataplane) -> Tick {
         let now = crate::node::cycles();
-        let busy: Vec<u64> = dp.worker_stats().iter().map(|w| w.busy_cycles).collect();
+        let ws = dp.worker_stats();
+        let pkts: Vec<u64> = ws
+            .iter()
+            .flat_map(|w| [w.rx_packets, w.fwd_packets])
+            .collect();
         let active = dp.active_workers();
-        let Some((t0, b0)) = self.last.replace((now, busy.clone())) else {
+        let Some((t0, p0)) = self.last.replace((now, pkts.clone())) else {
             return Tick {
                 load: Vec::new(),
                 active,
@@ -127,8 +140,24 @@ impl Scaler {
             };
         };
         let dt = now.wrapping_sub(t0).max(1) as f64;
+        // A worker that has not seen full batches yet (one just brought in, running below
+        // saturation) is taken to cost what the others do: they run the same code.
+        let known = |f: fn(&crate::WorkerStats) -> f64| {
+            let v: Vec<f64> = ws.iter().map(f).filter(|c| *c > 0.0).collect();
+            v.iter().sum::<f64>() / v.len().max(1) as f64
+        };
+        let (rx_cost, fwd_cost) = (known(|w| w.full_rx_cost), known(|w| w.full_fwd_cost));
+        let or = |c: f64, d: f64| if c > 0.0 { c } else { d };
         let load: Vec<f64> = (0..active)
-            .map(|w| (busy[w].wrapping_sub(b0[w]) as f64 / dt).min(1.0))
+            .map(|w| {
+                let rx = pkts[2 * w].wrapping_sub(p0[2 * w]) as f64;
+                let fwd = pkts[2 * w + 1].wrapping_sub(p0[2 * w + 1]) as f64;
+                let c = (
+                    or(ws[w].full_rx_cost, rx_cost),
+                    or(ws[w].full_fwd_cost, fwd_cost),
+                );
+                ((rx * c.0 + fwd * c.1) / dt).min(1.0)
+            })
             .collect();
         let changed = match decide(&load, dp.workers(), &self.policy, &mut self.streaks) {
             Decision::Use(n) if n != active => dp.set_active_workers(n).ok(),

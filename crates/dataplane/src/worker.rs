@@ -700,6 +700,11 @@ impl Worker {
         let t2 = cycles();
         dn.cycles.add(t2.wrapping_sub(t1));
         wc.busy_cycles.add(t2.wrapping_sub(t0));
+        wc.rx_packets.add(n as u64);
+        if n == VECTOR {
+            wc.full_rx_cycles.add(t2.wrapping_sub(t0));
+            wc.full_rx_packets.add(n as u64);
+        }
         n
     }
 
@@ -987,7 +992,13 @@ impl Worker {
         c.scheduled.add(n as u64);
         let accounted = o.sched.account(n, cyc);
         c.cycles.add(accounted);
-        self.sh.worker_counters[self.id].busy_cycles.add(accounted);
+        let wc = &self.sh.worker_counters[self.id];
+        wc.busy_cycles.add(accounted);
+        wc.fwd_packets.add(n as u64);
+        if n == VECTOR {
+            wc.full_fwd_cycles.add(accounted);
+            wc.full_fwd_packets.add(n as u64);
+        }
         let weight = snap.vr.weight.load(Ordering::Relaxed);
         match o.sched.charge(n, cyc, path, weight, fairness, watchdog) {
             crate::sched::Verdict::Ok => {}

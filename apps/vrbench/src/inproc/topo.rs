@@ -34,7 +34,8 @@ use vrhost_fib::{Family, NextHop, NextHopSet, Prefix, V4, V6, tablegen};
 use vrhost_wire::EthernetAddress;
 
 use super::traffic::{
-    Dst4, Dst6, GenConfig, GenCtl, GenRx, GenStats, Offer, Seq, SinkStats, SinkTx, Template,
+    Dst4, Dst6, GenConfig, GenCtl, GenRx, GenStats, Offer, OrderCheck, Seq, SinkStats, SinkTx,
+    Template,
 };
 use super::{Dest, NexthopMode, Scenario};
 
@@ -120,6 +121,8 @@ pub(crate) struct Built {
     pub(crate) ctl: Vec<Arc<GenCtl>>,
     /// With `--queue-per-vr`: each VR's generator queue's counters, by VR index.
     pub(crate) vr_gens: Vec<Arc<GenStats>>,
+    /// With `--queue-per-vr` (IPv4): the sinks' check that each VR's frames stay in order.
+    pub(crate) order: Arc<super::traffic::OrderCheck>,
     /// Routes installed over all VRs (generated + default).
     pub(crate) routes: usize,
     /// Seconds spent generating tables and loading FIBs.
@@ -253,6 +256,7 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
     let mut ctls = Vec::new();
     let mut distinct_dsts = 0;
     let vr_ctls: Vec<Arc<GenCtl>> = (0..sc.vrs).map(|_| GenCtl::new(Offer::Off)).collect();
+    let order = OrderCheck::new(sc.vrs);
     let mut vr_gens: Vec<Option<Arc<GenStats>>> = vec![None; sc.vrs];
     for w in 0..sc.workers {
         let owned: Vec<usize> = (w..sc.vrs).step_by(sc.workers).collect();
@@ -277,6 +281,7 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
                         queues: 1,
                         tsc_hz,
                         rx_ring: sc.rx_ring,
+                        stamp: !sc.ipv6,
                     },
                     &pool,
                     cons,
@@ -288,7 +293,10 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
                 wg.push(st);
             }
             let (s0, st0) = SinkTx::new(Vec::new(), frame_len);
-            let (s1, st1) = SinkTx::new(producers, frame_len);
+            let (mut s1, st1) = SinkTx::new(producers, frame_len);
+            if !sc.ipv6 {
+                s1.check_order(order.clone());
+            }
             let tx: Vec<Box<dyn TxQueue>> = vec![Box::new(s0), Box::new(s1)];
             workers.push(dp.worker(w, rx, tx)?);
             gens.push(wg);
@@ -318,6 +326,7 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
                     queues: sc.gen_queues,
                     tsc_hz,
                     rx_ring: sc.rx_ring,
+                    stamp: false,
                 },
                 &pool,
                 cons,
@@ -348,6 +357,7 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
         sinks,
         ctl: ctls,
         vr_gens: vr_gens.into_iter().flatten().collect(),
+        order,
         routes,
         fib_s,
         distinct_dsts,

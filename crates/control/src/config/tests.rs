@@ -216,6 +216,8 @@ fn fairness_fields_are_planned_and_bad_ones_name_the_vr() {
     let e = err(&BASE.replace("cores = [0]", "cores = [0]\nfairness = \"bytes\""));
     assert_eq!(e.field, "fairness", "{e}");
     assert!(e.message.contains("packets"), "{e}");
+    let e = err(&BASE.replace("cores = [0]", "cores = [0]\nscaling = \"elastic\""));
+    assert_eq!(e.field, "scaling", "{e}");
     let e = err(&BASE.replace("cores = [0]", "cores = [0]\nwatchdog_us = -1"));
     assert_eq!(e.field, "dataplane.watchdog_us");
     let e = err(&BASE.replace("cores = [0]", "cores = [0]\nwatchdog_strikes = 33"));
