@@ -61,6 +61,14 @@ fn profile(
                 while scaling && !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(50));
                     let t = sc.tick(dp);
+                    if std::env::var("FAIR_DEBUG").is_ok() {
+                        let ws = dp.worker_stats();
+                        eprintln!(
+                            "[cores] {t:?} vrs {:?} rxq {:?}",
+                            ws.iter().map(|w| w.vrs).collect::<Vec<_>>(),
+                            ws.iter().map(|w| w.rx_queues).collect::<Vec<_>>()
+                        );
+                    }
                     if t.changed.is_some() {
                         events.push(format!(
                             "→ {} (load {})",
@@ -164,7 +172,7 @@ fn counts(s: &Session) -> Counts {
         }
     }
     c.reordered = b.order.reordered.load(Ordering::Relaxed);
-    c.checked = b.order.checked.load(Ordering::Relaxed);
+    c.checked = b.sinks.iter().flatten().map(|s| s.checked.get()).sum();
     c
 }
 
@@ -182,6 +190,10 @@ pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Sect
     sc.name = "cores".into();
     let mut s = Session::start(&sc, tables, hz)?;
     let dp = s.built().dp.clone();
+    // Placement decides where the VRs run (the topology pins VR k to worker k mod 2).
+    for v in &s.built().vrs {
+        dp.pin_vr(v.name(), None)?;
+    }
     dp.set_active_workers(1)?;
     let u = vec![Offer::Unlimited; VRS];
     s.window(a.window, &u)?;

@@ -694,9 +694,27 @@ impl Dataplane {
         let usable: Vec<usize> = (0..active).collect();
         let snap = self.0.snap.load_full();
         let mut placed = self.0.placed.lock().unwrap_or_else(|e| e.into_inner());
+        let home = self
+            .0
+            .rx_home
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // The home worker of the queue each VR dominates, if any.
+        let mut prefer: Vec<Option<usize>> = vec![None; snap.vrs.len()];
+        for (q, &h) in home.iter().enumerate() {
+            if let Some(v) = self.0.rx_dominant[q].load(Ordering::Relaxed).checked_sub(1)
+                && let Some(p) = prefer.get_mut(v as usize)
+                && h < active
+            {
+                *p = Some(h);
+            }
+        }
         let mut vrs = Vec::new();
         let mut loads = Vec::new();
         let mut next = Vec::new();
+        // A pinned VR goes back to its worker when that is in use again, and stays there.
+        let mut moves = Vec::new();
         for s in snap.vrs.iter().flatten() {
             let cycles = s.vr.stats().cycles;
             let before = placed
@@ -704,16 +722,22 @@ impl Dataplane {
                 .find(|(v, _)| Arc::ptr_eq(v, &s.vr))
                 .map_or(cycles, |(_, c)| *c);
             next.push((s.vr.clone(), cycles));
+            let pin = s.vr.pinned().filter(|&w| w < active);
+            if let Some(w) = pin
+                && w != s.owner
+            {
+                moves.push((loads.len(), w));
+            }
             loads.push(crate::placement::VrLoad {
-                worker: s.owner,
-                // A pinned VR stays unless its worker is out of use.
-                pinned: s.vr.pinned().is_some_and(|w| w < active),
+                worker: pin.unwrap_or(s.owner),
+                pinned: pin.is_some(),
                 load: cycles.saturating_sub(before) as f64,
+                prefer: prefer[usize::from(s.vr.id)],
             });
             vrs.push(s.clone());
         }
         *placed = next;
-        let moves = crate::placement::plan(&loads, &usable, margin, max_moves);
+        moves.extend(crate::placement::plan(&loads, &usable, margin, max_moves));
         let mut owner: Vec<Option<usize>> = snap
             .vrs
             .iter()

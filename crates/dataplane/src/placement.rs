@@ -8,7 +8,8 @@
 //! The rule: first, every unpinned VR on a worker that may not be used any more goes to the
 //! least loaded usable worker (largest first), so a worker can be folded away. Then, while
 //! the most and least loaded usable workers differ, move the unpinned VR from the most to
-//! the least loaded one that brings the larger of the two down the most — only if it brings
+//! the least loaded one that brings the larger of the two down the most (among moves within
+//! `margin` of the best, one to the VR's preferred worker first) — only if it brings
 //! it down by more than `margin` of the busiest worker's load (hysteresis: measured loads
 //! jitter, and a move costs the VR's caches a warm-up), and at most `max_moves` times per
 //! call, so load shifts in steps that can be observed. Why not an optimal assignment: it is
@@ -24,6 +25,10 @@ pub struct VrLoad {
     pub pinned: bool,
     /// Measured load (any unit, the same for all).
     pub load: f64,
+    /// The worker it would rather be on, if any: the home of the receive queue that feeds
+    /// it, so that moving it there brings its queue back too and its packets stay on one
+    /// core.
+    pub prefer: Option<usize>,
 }
 
 /// Moves `(index into loads, to worker)` that balance the usable workers `usable` (sorted
@@ -78,11 +83,23 @@ pub fn plan(
             break;
         }
         let peak = wl[hi];
-        let best = (0..loads.len())
+        let cands: Vec<(usize, f64)> = (0..loads.len())
             .filter(|&i| at[i] == hi && !loads[i].pinned && loads[i].load > 0.0)
             .map(|i| (i, (wl[hi] - loads[i].load).max(wl[lo] + loads[i].load)))
-            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-        let Some((i, after)) = best else { break };
+            .collect();
+        let Some(floor) = cands.iter().map(|c| c.1).min_by(f64::total_cmp) else {
+            break;
+        };
+        let (i, after) = cands
+            .iter()
+            .copied()
+            .filter(|c| c.1 <= floor + margin * peak)
+            .min_by(|a, b| {
+                let pa = loads[a.0].prefer != Some(lo);
+                let pb = loads[b.0].prefer != Some(lo);
+                pa.cmp(&pb).then(a.1.total_cmp(&b.1)).then(a.0.cmp(&b.0))
+            })
+            .expect("candidates are not empty");
         if peak - after <= margin * peak {
             break;
         }
@@ -103,6 +120,7 @@ mod tests {
             worker,
             pinned: false,
             load,
+            prefer: None,
         }
     }
 
@@ -134,10 +152,22 @@ mod tests {
                 worker: 0,
                 pinned: true,
                 load: 90.0,
+                prefer: None,
             },
             vr(1, 1.0),
         ];
         assert_eq!(plan(&p, &[0, 1], 0.05, 4), vec![]);
+    }
+
+    #[test]
+    fn a_vr_goes_home_when_the_choice_is_otherwise_even() {
+        // Four nearly equal VRs on worker 0; VRs 1 and 3 are fed by worker 1's queues.
+        let mut l: Vec<VrLoad> = [10.0, 10.1, 9.9, 10.05].iter().map(|&x| vr(0, x)).collect();
+        l[1].prefer = Some(1);
+        l[3].prefer = Some(1);
+        let mut m = plan(&l, &[0, 1], 0.05, 8);
+        m.sort();
+        assert_eq!(m, vec![(1, 1), (3, 1)]);
     }
 
     #[test]

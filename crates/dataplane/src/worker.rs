@@ -153,6 +153,8 @@ pub(crate) struct RxTrack {
     full: bool,
     /// VRs that took at least [`SIGNIFICANT`] packets of it.
     fed: ArrayVec<VrId, FED>,
+    /// Packets of it the VR with the most took.
+    top: u32,
 }
 
 /// A receive queue as a worker holds it (and as it passes between workers).
@@ -603,6 +605,7 @@ impl Worker {
         } = &mut rx[q];
         let (port, qid) = (*port, *qid);
         track.fed.clear();
+        track.top = 0;
         let mut v = PktVec::new();
         let n = rxq.rx_burst(pool, &mut v, VECTOR);
         track.full = n == VECTOR;
@@ -682,15 +685,20 @@ impl Worker {
         }
         pc.rx_bytes.add(bytes);
         dropped += Self::flush_staged(sh, id, now, vrs, touched, track);
-        // Which VR this queue mostly feeds (placement moves a queue to that VR's owner).
-        let dom = match track.fed.as_slice() {
-            [only] if n >= VECTOR / 2 => u32::from(*only) + 1,
-            _ => 0,
-        };
-        if let Some(d) = sh.rx_dominant.get(qid)
-            && d.load(Ordering::Relaxed) != dom
-        {
-            d.store(dom, Ordering::Relaxed);
+        // Which VR this queue mostly feeds (placement moves a queue to that VR's owner):
+        // judged on bursts big enough to tell, kept between them.
+        if n >= SIGNIFICANT as usize {
+            let dom = match track.fed.as_slice() {
+                [only] if u32::try_from(n).is_ok_and(|n| track.top * 4 >= n * 3) => {
+                    u32::from(*only) + 1
+                }
+                _ => 0,
+            };
+            if let Some(d) = sh.rx_dominant.get(qid)
+                && d.load(Ordering::Relaxed) != dom
+            {
+                d.store(dom, Ordering::Relaxed);
+            }
         }
         pc.rx_dropped.add(dropped);
         let dn = &wc.nodes[Node::Demux as usize];
@@ -793,6 +801,7 @@ impl Worker {
                 if l.burst >= SIGNIFICANT {
                     let _ = track.fed.try_push(vr);
                 }
+                track.top = track.top.max(l.burst);
                 l.burst = 0;
             }
         }
