@@ -448,8 +448,9 @@ fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
         SuiteRow::info(
             &shed,
             &format!(
-                "(info) carried ÷ peak, 3 generator queues: 3× a vector per poll through demux, \
-                 shed at vr-ingress-full; drops outside ingress: {shed_else}"
+                "(info) carried ÷ peak, 3 generator queues of unlimited load: the excess is left \
+                 in the queues by receive back-pressure (before issue 7 it was received and shed \
+                 at vr-ingress-full); drops outside ingress: {shed_else}"
             ),
             shed_ratio,
         ),

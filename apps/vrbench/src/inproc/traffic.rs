@@ -553,10 +553,19 @@ impl TxQueue for SinkTx {
         self.stats.bytes.add(bytes);
         if ours && !self.recycle.is_empty() {
             let i = self.next;
-            self.next = (i + 1) % self.recycle.len();
-            self.recycle[i].push_burst(pkts);
+            let k = self.recycle.len();
+            self.next = (i + 1) % k;
+            // Rings in turn, the next one if a ring is full: a generator queue the worker
+            // does not poll (held back, or moved to another worker) stops taking slots, and
+            // they must not all go back through the pool.
+            for j in 0..k {
+                self.recycle[(i + j) % k].push_burst(pkts);
+                if pkts.is_empty() {
+                    break;
+                }
+            }
         }
-        // Not ours (an ICMP error, a resized frame), or the ring was full.
+        // Not ours (an ICMP error, a resized frame), or every ring was full.
         pool.free_all(pkts);
         n
     }
