@@ -3,6 +3,8 @@
 //! * `vrbench inproc` (the default command): the data plane in one process, a generator and a
 //!   sink as port backends inside each worker's poll; Mpps per worker core, cycles per packet
 //!   per node, drops by reason; `--suite` runs the targets of the data-plane issue.
+//! * `vrbench fair`: the fair-sharing experiments (Egi Fig. 5 and 7, Rathore Table 1,
+//!   weights, the scheduler's cost, on-demand cores), in process.
 //! * `vrbench fib`: build the generated full Internet tables and measure the FIB (lookups/s
 //!   single and batch over several destination mixes, build/insert/delete rates, memory).
 //! * `vrbench fwd`: forwarding rate through the namespace lab, 64-byte frames from an XDP
@@ -17,6 +19,8 @@
 //! baseline, a target, or another scenario), because these machines are noisy. Later issues
 //! add the RFC 2544 commands over real ports.
 
+mod cores;
+mod fair;
 mod fibbench;
 mod fwd;
 mod inproc;
@@ -37,6 +41,9 @@ enum Cmd {
     /// In-process data-plane benchmark: generator → mem ports → VRs → sink (the default
     /// command).
     Inproc(inproc::Args),
+    /// Fair sharing between VRs: Egi Fig. 5 and 7, Rathore Table 1, weights, scheduler
+    /// cost, on-demand cores (in process, a generator queue per VR).
+    Fair(fair::Args),
     /// FIB benchmark on generated full IPv4/IPv6 tables.
     Fib(fibbench::Args),
     /// Forwarding rate through the lab: vrhost vs the kernel, 64-byte frames.
@@ -55,6 +62,7 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| Cmd::Inproc(inproc::Args::default()))
     {
         Cmd::Inproc(a) => inproc::run(&a),
+        Cmd::Fair(a) => fair::run(&a),
         Cmd::Fib(a) => fibbench::run(&a),
         Cmd::Fwd(a) => fwd::run(&a),
         Cmd::Lab(a) => lab::run(&a),

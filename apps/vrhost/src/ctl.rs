@@ -173,20 +173,51 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
     if let Some(vrs) = v.get("vrs").and_then(Value::as_array) {
         println!();
         println!(
-            "{:<16} {:>4} {:>12} {:>12} {:>8} {:>8} {:>8}  STATE",
-            "VR", "VIFS", "RX", "TX", "PUNTED", "INJECTED", "DROPS"
+            "{:<16} {:>4} {:>6} {:>6} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}  STATE",
+            "VR", "VIFS", "WEIGHT", "WORKER", "RX", "TX", "PUNTED", "INJECTED", "DROPS", "CYC/PKT"
         );
         for r in vrs {
+            let worker = match r["pinned"].as_bool() {
+                Some(true) => format!("{}*", n(&r["worker"])),
+                _ => n(&r["worker"]).to_string(),
+            };
             println!(
-                "{:<16} {:>4} {:>12} {:>12} {:>8} {:>8} {:>8}  {}",
+                "{:<16} {:>4} {:>6} {:>6} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8.0}  {}",
                 r["name"].as_str().unwrap_or("?"),
                 n(&r["vifs"]),
+                n(&r["weight"]),
+                worker,
                 n(&r["rx_packets"]),
                 n(&r["tx_packets"]),
                 n(&r["punted"]),
                 n(&r["injected"]),
                 n(&r["drops"]),
+                r["cycles_per_packet"].as_f64().unwrap_or(0.0),
                 r["state"].as_str().unwrap_or("?"),
+            );
+        }
+        println!("(worker* = pinned by config)");
+    }
+    if let Some(ws) = v.get("workers").and_then(Value::as_array) {
+        println!();
+        println!(
+            "{:<8} {:>6} {:>8} {:>6} {:>9} {:>14} {:>14}",
+            "WORKER", "CORE", "IN-USE", "VRS", "RX-QUEUES", "POLLS", "IDLE-POLLS"
+        );
+        for w in ws {
+            println!(
+                "{:<8} {:>6} {:>8} {:>6} {:>9} {:>14} {:>14}",
+                n(&w["worker"]),
+                n(&w["core"]),
+                if w["active"].as_bool().unwrap_or(true) {
+                    "yes"
+                } else {
+                    "no"
+                },
+                n(&w["vrs"]),
+                n(&w["rx_queues"]),
+                n(&w["polls"]),
+                n(&w["idle_polls"]),
             );
         }
     }

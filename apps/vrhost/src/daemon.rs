@@ -22,11 +22,12 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tracing::{error, info, warn};
 use vrhost_control::apply;
-use vrhost_control::config::{Config, VrPlan, ifindex};
+use vrhost_control::config::{Config, ScalingSpec, VrPlan, ifindex};
 use vrhost_control::punt::ControlPlane;
 use vrhost_control::sync::SyncOptions;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool};
+use vrhost_dataplane::scale::{ScalePolicy, Scaler};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Watchdog};
 use vrhost_fib::NextHop;
 
 use crate::ctl;
@@ -64,6 +65,54 @@ struct Daemon {
     workers: Vec<std::thread::JoinHandle<()>>,
     /// Ports whose interface has disappeared.
     gone: HashSet<usize>,
+    /// TSC ticks per second (watchdog budgets are set in microseconds).
+    tsc_hz: f64,
+    /// VRs known to be quarantined (logged once).
+    quarantined: HashSet<String>,
+    /// With `scaling = "on-demand"`.
+    scaler: Option<Scaler>,
+}
+
+/// Seconds between placement rounds (VRs moved between workers by measured load).
+const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
+/// Between on-demand scaling decisions.
+const SCALE_EVERY: Duration = Duration::from_millis(100);
+
+/// Apply `[dataplane]` fairness, watchdog and scaling settings; returns the scaler when
+/// scaling is on demand (`scaler`: the one running now, kept if still wanted).
+fn apply_dataplane(
+    dp: &Dataplane,
+    cfg: &Config,
+    tsc_hz: f64,
+    scaler: Option<Scaler>,
+) -> anyhow::Result<Option<Scaler>> {
+    let d = &cfg.dataplane;
+    dp.set_fairness(d.fairness.into());
+    let scaler = match (d.scaling, scaler) {
+        (ScalingSpec::Fixed, _) => {
+            if dp.active_workers() != dp.workers() {
+                dp.set_active_workers(dp.workers())?;
+                info!("scaling fixed: forwarding on all {} workers", dp.workers());
+            }
+            None
+        }
+        (ScalingSpec::OnDemand, Some(s)) => Some(s),
+        (ScalingSpec::OnDemand, None) => {
+            dp.set_active_workers(1)?;
+            info!(
+                "scaling on demand: forwarding on worker 0, up to {} as load needs",
+                dp.workers()
+            );
+            Some(Scaler::new(ScalePolicy::default()))
+        }
+    };
+    let us = *d.watchdog_us.get_ref() as f64;
+    let wd = (us > 0.0).then(|| Watchdog {
+        budget_cycles: (us * tsc_hz / 1e6).max(1.0) as u64,
+        strikes: *d.watchdog_strikes.get_ref() as u32,
+    });
+    dp.set_watchdog(wd)?;
+    Ok(scaler)
 }
 
 impl Daemon {
@@ -85,6 +134,8 @@ impl Daemon {
                 ports: names,
             },
         )?;
+        let tsc_hz = vrhost_dataplane::tsc_hz(Duration::from_millis(50));
+        let scaler = apply_dataplane(&dp, &cfg, tsc_hz, None)?;
         let ctl = ctl::Server::bind(socket)?;
         // Open every port before creating anything else: a port that cannot open stops the
         // start with nothing else touched.
@@ -154,11 +205,16 @@ impl Daemon {
             stop,
             workers: handles,
             gone: HashSet::new(),
+            tsc_hz,
+            quarantined: HashSet::new(),
+            scaler,
         })
     }
 
     fn serve(&mut self, term: &AtomicBool, hup: &AtomicBool, deadline: Option<Instant>) {
         let mut last_check = Instant::now();
+        let mut last_place = Instant::now();
+        let mut last_scale = Instant::now();
         while !term.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
             if hup.swap(false, Ordering::Relaxed) {
                 match self.reload() {
@@ -176,7 +232,32 @@ impl Daemon {
             if last_check.elapsed() > Duration::from_secs(1) {
                 self.check_interfaces();
                 self.control.check();
+                self.report_quarantines();
                 last_check = Instant::now();
+            }
+            if let Some(sc) = self.scaler.as_mut()
+                && last_scale.elapsed() > SCALE_EVERY
+            {
+                let t = sc.tick(&self.dp);
+                if t.changed.is_some() {
+                    let load: Vec<String> = t
+                        .load
+                        .iter()
+                        .map(|l| format!("{:.0}%", 100.0 * l))
+                        .collect();
+                    info!(
+                        "scaling: forwarding on {} worker(s) now (load was {})",
+                        t.active,
+                        load.join(", ")
+                    );
+                }
+                last_scale = Instant::now();
+            }
+            if self.dp.active_workers() > 1 && last_place.elapsed() > PLACEMENT_EVERY {
+                for (vr, from, to) in self.dp.rebalance(0.1, 2) {
+                    info!("placement: VR {vr} moved from worker {from} to worker {to} (load)");
+                }
+                last_place = Instant::now();
             }
             if moved == 0 && requests == 0 {
                 std::thread::sleep(Duration::from_millis(1));
@@ -206,10 +287,22 @@ impl Daemon {
             .into_iter()
             .map(|p| (p.name.clone(), p))
             .collect();
+        self.scaler = apply_dataplane(&self.dp, &next, self.tsc_hz, self.scaler.take())
+            .map_err(|e| e.to_string())?;
         let (mut added, mut removed, mut changed) = (0, 0, 0);
+        let mut errors = Vec::new();
+        let mut tuned = Vec::new();
         for (name, plan) in &old {
             match new.get(name) {
                 Some(p) if p == plan => {}
+                Some(p) if apply::only_tunables_differ(plan, p) => {
+                    // Weight, policers or pinning: changed in place, traffic undisturbed.
+                    match apply::tune(&self.dp, p) {
+                        Ok(()) => changed += 1,
+                        Err(e) => errors.push(format!("{e:#}")),
+                    }
+                    tuned.push(name.clone());
+                }
                 other => {
                     self.control.remove(name);
                     if let Err(e) = self.dp.remove_vr(name) {
@@ -223,9 +316,8 @@ impl Daemon {
                 }
             }
         }
-        let mut errors = Vec::new();
         for (name, plan) in &new {
-            if old.get(name) == Some(plan) {
+            if old.get(name) == Some(plan) || tuned.contains(name) {
                 continue;
             }
             if let Err(e) = add_vr(&self.dp, &mut self.control, &next, plan, &self.port_ids) {
@@ -254,6 +346,7 @@ impl Daemon {
             "netns" => self.netns(args),
             "add" => self.add_vrs(args).map(|msg| json!({"message": msg})),
             "remove" => self.remove_vr(args).map(|msg| json!({"message": msg})),
+            "release" => self.release(args).map(|msg| json!({"message": msg})),
             other => Err(format!("unknown command {other:?}")),
         };
         match result {
@@ -278,8 +371,16 @@ impl Daemon {
             .ok_or_else(|| format!("no virtual router {name:?}"))
     }
 
-    /// "up", "down (…)" or "degraded (…)".
+    /// "up", "quarantined (…)", "down (…)" or "degraded (…)".
     fn vr_state(&self, vr: &str) -> String {
+        if let Some(v) = self.dp.vr(vr)
+            && v.quarantined()
+        {
+            return format!(
+                "quarantined (watchdog: {} vectors over budget; vrhost ctl release {vr})",
+                v.stats().watchdog_offences
+            );
+        }
         let vifs = self.dp.vifs(vr).unwrap_or_default();
         let down: Vec<&str> = vifs
             .iter()
@@ -496,6 +597,19 @@ impl Daemon {
         ))
     }
 
+    /// `vrhost ctl release VR`: a VR the watchdog quarantined is scheduled again.
+    fn release(&mut self, args: &Value) -> Result<String, String> {
+        let vr = self.vr_arg(args)?;
+        match self.dp.release_vr(vr.name()) {
+            Ok(true) => {
+                info!("VR {} released from quarantine", vr.name());
+                Ok(format!("VR {} released", vr.name()))
+            }
+            Ok(false) => Ok(format!("VR {} was not quarantined", vr.name())),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// `vrhost ctl remove VR`.
     fn remove_vr(&mut self, args: &Value) -> Result<String, String> {
         let vr = self.vr_arg(args)?;
@@ -546,15 +660,62 @@ impl Daemon {
                     "name": vr.name(),
                     "vifs": vifs.len(),
                     "state": self.vr_state(vr.name()),
+                    "quarantined": vr.quarantined(),
+                    "weight": vr.weight(),
+                    "worker": vr.owner(),
+                    "pinned": vr.pinned().is_some(),
                     "rx_packets": s.rx_packets, "tx_packets": s.tx_packets,
                     "punted": s.punted, "injected": s.injected,
                     "drops": drops.values().sum::<u64>(),
                     "drop_reasons": drops,
+                    "vectors": s.vectors,
+                    "cycles": s.cycles,
+                    "cycles_per_packet": if s.scheduled == 0 { 0.0 } else { s.cycles as f64 / s.scheduled as f64 },
+                    "watchdog_offences": s.watchdog_offences,
                 })
             })
             .collect();
         let (polls, idle) = self.dp.polls();
-        json!({"ok": true, "ports": ports, "vrs": vrs, "polls": polls, "idle_polls": idle})
+        let cores = self.cfg.dataplane.cores.get_ref();
+        let workers: Vec<Value> = self
+            .dp
+            .worker_stats()
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                json!({
+                    "worker": i, "core": cores.get(i), "vrs": w.vrs,
+                    "active": w.active, "rx_queues": w.rx_queues,
+                    "polls": w.polls, "idle_polls": w.idle_polls,
+                    "busy_cycles": w.busy_cycles, "rx_held": w.rx_held,
+                })
+            })
+            .collect();
+        json!({
+            "ok": true, "ports": ports, "vrs": vrs, "workers": workers,
+            "fairness": self.dp.fairness().name(),
+            "active_workers": self.dp.active_workers(),
+            "polls": polls, "idle_polls": idle,
+        })
+    }
+
+    /// Log VRs the watchdog quarantined since the last look.
+    fn report_quarantines(&mut self) {
+        for vr in self.dp.vrs() {
+            let q = vr.quarantined();
+            if q && self.quarantined.insert(vr.name().to_string()) {
+                error!(
+                    "VR {} quarantined by the watchdog: its forwarding path held the core over \
+                     budget {} times; its traffic is dropped (vr-quarantined) until \
+                     `vrhost ctl release {}`",
+                    vr.name(),
+                    vr.stats().watchdog_offences,
+                    vr.name()
+                );
+            } else if !q {
+                self.quarantined.remove(vr.name());
+            }
+        }
     }
 
     /// Report interfaces that disappeared (or came back); their VRs show as down.

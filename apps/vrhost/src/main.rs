@@ -5,7 +5,8 @@
 //! - `vrhost check CONFIG` — check a file (and this host) without touching anything.
 //! - `vrhost ctl …` — talk to a running daemon over its control socket: `status`, `reload`,
 //!   `vrs`, `routes VR`, `neigh VR`, `show VR`, `add FILE`, `remove VR`,
-//!   `exec VR -- COMMAND…` (runs COMMAND inside the VR's namespace).
+//!   `exec VR -- COMMAND…` (runs COMMAND inside the VR's namespace), `release VR` (a VR the
+//!   watchdog quarantined forwards again).
 //!
 //! Signals: SIGTERM and SIGINT stop cleanly (workers joined, XDP programs detached, sockets
 //! and control namespaces closed); SIGHUP reloads the file, as `vrhost ctl reload` does.
@@ -73,7 +74,7 @@ enum Cmd {
 enum CtlCmd {
     /// Re-read the config file: add, remove and change VRs without disturbing the others.
     Reload,
-    /// Ports, VRs and counters.
+    /// Ports, VRs (weight, worker, state: up, down or quarantined) and counters.
     Status,
     /// The VRs: routes and neighbours the data plane holds, namespace, state.
     Vrs,
@@ -116,6 +117,11 @@ enum CtlCmd {
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+    /// Let a VR the watchdog quarantined forward again.
+    Release {
+        /// The VR.
+        vr: String,
     },
 }
 
@@ -197,6 +203,7 @@ fn main() -> anyhow::Result<()> {
                     )?
                 }
                 CtlCmd::Remove { vr } => ask("remove", json!({"vr": vr}))?,
+                CtlCmd::Release { vr } => ask("release", json!({"vr": vr}))?,
                 CtlCmd::Exec { vr, command } => {
                     let reply = ask("netns", json!({"vr": vr}))?;
                     let ns = reply["netns"]

@@ -282,3 +282,86 @@ fn a_bad_config_is_refused_before_anything_is_touched() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("prog/xdp"));
     let _ = std::fs::remove_file(&path);
 }
+
+/// Weight and policer changed by a reload apply in place (the VR keeps its counters and its
+/// traffic), show in `ctl status`, and the policer drops at demux; `ctl release` answers for
+/// a VR that is not quarantined.
+#[test]
+fn weight_and_policer_change_in_place_and_show_in_status() {
+    let Some(lab) = lab(1, false) else { return };
+    let d = Daemon::start(&lab, &config(&lab, "auto", &[0]));
+    let b = lab.vr(0).b.addrs.host4.to_string();
+    assert_eq!(ping(&lab, 0, &b, 5, "0.05"), (5, 5));
+    let s = d.vr("vr0");
+    assert_eq!(s["weight"], 1, "{s}");
+    assert_eq!(s["worker"], 0, "{s}");
+    assert_eq!(s["quarantined"], false, "{s}");
+    assert_eq!(s["state"], "up", "{s}");
+    let sent = s["tx_packets"].as_u64().unwrap();
+    assert!(sent >= 5);
+
+    // 2 packets/s: a burst of one, then one per 500 ms.
+    let tuned = config(&lab, "auto", &[0]).replace(
+        "name = \"vr0\"\n",
+        "name = \"vr0\"\nweight = 4\npolicer_pps = 2\n",
+    );
+    d.rewrite(&tuned);
+    let out = d.ctl(&["reload"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let msg = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(msg.contains("0 VRs added, 0 removed, 1 changed"), "{msg}");
+    let s = d.vr("vr0");
+    assert_eq!(s["weight"], 4, "{s}");
+    assert!(
+        s["tx_packets"].as_u64().unwrap() >= sent,
+        "counters kept: {s}"
+    );
+    let (_, got) = ping(&lab, 0, &b, 10, "0.02");
+    assert!(got < 10, "policed to 2/s, yet {got} of 10 pings answered");
+    let s = d.vr("vr0");
+    assert!(
+        s["drop_reasons"]["vr-policed"].as_u64().unwrap_or(0) > 0,
+        "{s}"
+    );
+    let out = d.ctl(&["release", "vr0"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("was not quarantined"));
+    let out = d.ctl(&["release", "nope"]);
+    assert!(!out.status.success());
+}
+
+/// `scaling = "on-demand"` on two cores and two-queue ports: forwarding starts on worker 0
+/// alone, which then polls worker 1's queues too (AF_XDP sockets handed between threads);
+/// pings and TCP get through both VRs.
+#[test]
+fn on_demand_scaling_starts_on_one_worker_and_forwards_everything() {
+    if !require_root("vrhost end-to-end test") {
+        return;
+    }
+    let lab = Lab::up(&LabSpec::unique("e2e").vrs(2).queues(2)).unwrap();
+    let text = config(&lab, "afxdp", &[0, 1])
+        .replace("cores = [0]", "cores = [0, 1]\nscaling = \"on-demand\"");
+    let d = Daemon::start(&lab, &text);
+    let st = d.status();
+    assert_eq!(st["active_workers"], 1, "{st}");
+    let w = st["workers"].as_array().unwrap();
+    assert_eq!(w[1]["active"], false, "{st}");
+    assert_eq!(w[1]["rx_queues"], 0, "{st}");
+    assert_eq!(
+        w[0]["rx_queues"], 4,
+        "both queues of both ports on worker 0: {st}"
+    );
+    for vr in 0..2 {
+        let b = lab.vr(vr).b.addrs.host4.to_string();
+        assert_eq!(ping(&lab, vr, &b, 5, "0.05"), (5, 5), "vr{vr}");
+        assert!(iperf(&lab, vr, 1) > 1_000_000, "vr{vr}");
+    }
+    for vr in ["vr0", "vr1"] {
+        let s = d.vr(vr);
+        assert_eq!(s["drops"], 0, "{s}");
+    }
+}

@@ -63,6 +63,9 @@ pub fn add_vr(dp: &Dataplane, plan: &VrPlan, ports: &[PortId]) -> Result<Arc<Vr>
     cfg.weight = plan.weight;
     cfg.punt_rate = plan.punt_rate;
     cfg.punt_burst = plan.punt_burst;
+    cfg.worker = plan.worker;
+    cfg.policer_pps = plan.policer_pps;
+    cfg.policer_bps = plan.policer_bps;
     let vr = dp.add_vr(cfg).map_err(dperr)?;
     let built = (|| {
         for v in &plan.vifs {
@@ -105,6 +108,34 @@ pub fn add_vr(dp: &Dataplane, plan: &VrPlan, ports: &[PortId]) -> Result<Arc<Vr>
             Err(e)
         }
     }
+}
+
+/// Whether `old` and `new` differ only in what can change while the VR runs (weight,
+/// policers, pinned worker).
+pub fn only_tunables_differ(old: &VrPlan, new: &VrPlan) -> bool {
+    let strip = |p: &VrPlan| VrPlan {
+        weight: 1,
+        worker: None,
+        policer_pps: None,
+        policer_bps: None,
+        ..p.clone()
+    };
+    old != new && strip(old) == strip(new)
+}
+
+/// Apply `new`'s weight, policers and pinning to the running VR (see
+/// [`only_tunables_differ`]). Its traffic is not interrupted: a new pin moves it between
+/// two vectors.
+pub fn tune(dp: &Dataplane, new: &VrPlan) -> Result<(), ApplyError> {
+    let dperr = |source| ApplyError::Dataplane {
+        vr: new.name.clone(),
+        source,
+    };
+    dp.set_weight(&new.name, new.weight).map_err(dperr)?;
+    dp.set_policer(&new.name, new.policer_pps, new.policer_bps)
+        .map_err(dperr)?;
+    dp.pin_vr(&new.name, new.worker).map_err(dperr)?;
+    Ok(())
 }
 
 /// The addresses of a VIF as `ip addr add` arguments (`10.0.0.1/24`).

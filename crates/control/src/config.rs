@@ -11,6 +11,10 @@
 //! ```toml
 //! [dataplane]
 //! cores = [0]                  # one forwarding worker per listed core
+//! fairness = "packets"         # backlogged VRs share a core by packets | cycles
+//! scaling = "fixed"            # fixed | on-demand (forward on as few of the cores as needed)
+//! watchdog_us = 2000           # a VR's vector may hold its core this long…
+//! watchdog_strikes = 3         # …offending this often in 32 vectors quarantines the VR
 //!
 //! [[port]]
 //! name = "p0"
@@ -19,6 +23,10 @@
 //!
 //! [[vr]]
 //! name = "blue"
+//! weight = 2                   # share of its worker when backlogged (1..=1000000)
+//! worker = 0                   # pin to worker 0 (the core cores[0]); default: placed by load
+//! policer_pps = 100000         # ingress limits, policed at demux; default: none
+//! policer_bps = 500000000
 //! [[vr.vif]]
 //! name = "a"
 //! port = "p0"
@@ -39,7 +47,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 use toml::Spanned;
-use vrhost_dataplane::{IfAddr, MAX_MTU};
+use vrhost_dataplane::{Fairness, IfAddr, MAX_MTU, MAX_WEIGHT};
 use vrhost_wire::EthernetAddress;
 
 /// A rejected config: where and what.
@@ -81,6 +89,38 @@ pub enum XdpMode {
     Generic,
 }
 
+/// `[dataplane] fairness`: what backlogged VRs on one core share equally (or by weight).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FairnessSpec {
+    /// Packets forwarded.
+    #[default]
+    Packets,
+    /// CPU cycles used (a costlier path forwards fewer packets).
+    Cycles,
+}
+
+impl From<FairnessSpec> for Fairness {
+    fn from(f: FairnessSpec) -> Fairness {
+        match f {
+            FairnessSpec::Packets => Fairness::Packets,
+            FairnessSpec::Cycles => Fairness::Cycles,
+        }
+    }
+}
+
+/// `[dataplane] scaling`: how many of the listed cores forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScalingSpec {
+    /// All of them, always.
+    #[default]
+    Fixed,
+    /// As few as the load needs: start with one, add one when it saturates, give one back
+    /// when the load falls (the others stay free for local applications).
+    OnDemand,
+}
+
 /// `[dataplane]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -91,6 +131,25 @@ pub struct DataplaneSection {
     /// Packet slots in the pool (default: enough for every ring, at least 16384).
     #[serde(default)]
     pub pool: Option<Spanned<usize>>,
+    /// Packets or cycles fairness.
+    #[serde(default)]
+    pub fairness: FairnessSpec,
+    /// Fixed or on-demand forwarding cores.
+    #[serde(default)]
+    pub scaling: ScalingSpec,
+    /// Watchdog: microseconds one vector of one VR may hold its core (0 = no watchdog).
+    #[serde(default = "default_watchdog_us")]
+    pub watchdog_us: Spanned<i64>,
+    /// Watchdog: offences among a VR's last 32 vectors that quarantine it.
+    #[serde(default = "default_strikes")]
+    pub watchdog_strikes: Spanned<i64>,
+}
+
+fn default_watchdog_us() -> Spanned<i64> {
+    Spanned::new(0..0, 2000)
+}
+fn default_strikes() -> Spanned<i64> {
+    Spanned::new(0..0, 3)
 }
 
 fn default_cores() -> Spanned<Vec<usize>> {
@@ -102,6 +161,10 @@ impl Default for DataplaneSection {
         DataplaneSection {
             cores: default_cores(),
             pool: None,
+            fairness: FairnessSpec::default(),
+            scaling: ScalingSpec::default(),
+            watchdog_us: default_watchdog_us(),
+            watchdog_strikes: default_strikes(),
         }
     }
 }
@@ -259,9 +322,18 @@ pub struct NeighSpec {
 pub struct VrSpec {
     /// Unique name.
     pub name: Spanned<String>,
-    /// Scheduling weight (≥ 1).
+    /// Scheduling weight (1..=1,000,000).
     #[serde(default = "default_weight")]
-    pub weight: Spanned<u32>,
+    pub weight: Spanned<i64>,
+    /// Pin to this worker (index into `[dataplane] cores`).
+    #[serde(default)]
+    pub worker: Option<Spanned<i64>>,
+    /// Ingress limit, packets per second.
+    #[serde(default)]
+    pub policer_pps: Option<Spanned<i64>>,
+    /// Ingress limit, bits per second.
+    #[serde(default)]
+    pub policer_bps: Option<Spanned<i64>>,
     /// Interfaces.
     #[serde(default, rename = "vif")]
     pub vifs: Vec<VifSpec>,
@@ -288,7 +360,7 @@ fn default_punt_burst() -> Spanned<u32> {
     Spanned::new(0..0, 1_000)
 }
 
-fn default_weight() -> Spanned<u32> {
+fn default_weight() -> Spanned<i64> {
     Spanned::new(0..0, 1)
 }
 
@@ -333,6 +405,12 @@ pub struct VrPlan {
     pub punt_rate: u32,
     /// Punt policer burst.
     pub punt_burst: u32,
+    /// Pinned worker.
+    pub worker: Option<usize>,
+    /// Ingress limit, packets/s.
+    pub policer_pps: Option<u64>,
+    /// Ingress limit, bits/s.
+    pub policer_bps: Option<u64>,
     /// Interfaces in order (VIF ids are their indexes).
     pub vifs: Vec<VifPlan>,
     /// Routes: prefix, what to do.
@@ -497,6 +575,25 @@ impl Config {
         {
             return Err(self.err(p, "dataplane.pool", "must be 1024..=4194304 slots"));
         }
+        let wd = &self.dataplane.watchdog_us;
+        if !(0..=10_000_000).contains(wd.get_ref()) {
+            return Err(self.err(
+                wd,
+                "dataplane.watchdog_us",
+                format!(
+                    "{} not in 0..=10000000 (0 turns the watchdog off)",
+                    wd.get_ref()
+                ),
+            ));
+        }
+        let st = &self.dataplane.watchdog_strikes;
+        if !(1..=32).contains(st.get_ref()) {
+            return Err(self.err(
+                st,
+                "dataplane.watchdog_strikes",
+                format!("{} not in 1..=32", st.get_ref()),
+            ));
+        }
         let prefix = &self.control.netns_prefix;
         if prefix.contains('/') || prefix.len() > 32 {
             return Err(self.error_at(
@@ -596,12 +693,49 @@ impl Config {
 
     /// Check one VR and turn it into what the data plane needs.
     pub fn plan_vr(&self, vr: &VrSpec) -> Result<VrPlan, ConfigError> {
-        if *vr.weight.get_ref() == 0 {
-            return Err(self.err(&vr.weight, "vr.weight", "must be at least 1"));
+        let name = vr.name.get_ref();
+        let w = *vr.weight.get_ref();
+        if !(1..=i64::from(MAX_WEIGHT)).contains(&w) {
+            return Err(self.err(
+                &vr.weight,
+                "vr.weight",
+                format!("VR {name:?}: weight {w} not in 1..={MAX_WEIGHT}"),
+            ));
         }
         if *vr.punt_burst.get_ref() == 0 || *vr.punt_burst.get_ref() > 1_000_000 {
             return Err(self.err(&vr.punt_burst, "vr.punt_burst", "must be 1..=1000000"));
         }
+        let worker = match &vr.worker {
+            Some(s) if !(0..self.workers() as i64).contains(s.get_ref()) => {
+                return Err(self.err(
+                    s,
+                    "vr.worker",
+                    format!(
+                        "VR {name:?}: worker {} does not exist: [dataplane] cores lists {} \
+                         core(s), so workers are 0..={}",
+                        s.get_ref(),
+                        self.workers(),
+                        self.workers().saturating_sub(1)
+                    ),
+                ));
+            }
+            Some(s) => Some(*s.get_ref() as usize),
+            None => None,
+        };
+        let rate = |r: &Option<Spanned<i64>>, field: &str, unit: &str| match r {
+            Some(s) if *s.get_ref() <= 0 => Err(self.err(
+                s,
+                field,
+                format!(
+                    "VR {name:?}: {} {unit} would drop everything; leave it out for no limit",
+                    s.get_ref()
+                ),
+            )),
+            Some(s) => Ok(Some(*s.get_ref() as u64)),
+            None => Ok(None),
+        };
+        let policer_pps = rate(&vr.policer_pps, "vr.policer_pps", "packets/s")?;
+        let policer_bps = rate(&vr.policer_bps, "vr.policer_bps", "bits/s")?;
         let mut vifs = Vec::new();
         let mut vif_names = HashSet::new();
         for v in &vr.vifs {
@@ -780,9 +914,12 @@ impl Config {
         }
         Ok(VrPlan {
             name: vr.name.get_ref().clone(),
-            weight: *vr.weight.get_ref(),
             punt_rate: *vr.punt_rate.get_ref(),
             punt_burst: *vr.punt_burst.get_ref(),
+            weight: w as u32,
+            worker,
+            policer_pps,
+            policer_bps,
             vifs,
             routes,
             neighbors,
@@ -822,12 +959,14 @@ impl Config {
         Ok(())
     }
 
-    /// Whether reloading to `next` would need a restart (ports, cores or control changed).
+    /// Whether reloading to `next` would need a restart (ports, cores, the pool or control
+    /// changed; fairness and the watchdog apply while running).
     pub fn restart_needed(&self, next: &Config) -> Option<&'static str> {
+        let (a, b) = (&self.dataplane, &next.dataplane);
         if self.ports != next.ports {
             Some("[[port]] sections changed")
-        } else if self.dataplane != next.dataplane {
-            Some("[dataplane] changed")
+        } else if a.cores != b.cores || a.pool != b.pool {
+            Some("[dataplane] cores or pool changed")
         } else if self.control != next.control {
             Some("[control] changed")
         } else {

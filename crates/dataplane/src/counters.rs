@@ -61,6 +61,8 @@ drops! {
     L2Truncated = "l2-truncated" in Demux: "Frame shorter than its Ethernet/VLAN headers.",
     VrIngressFull = "vr-ingress-full" in Demux: "The VR's ingress ring was full.",
     ReplicateNoBuffer = "replicate-no-buffer" in Demux: "No free slot to copy a broadcast frame for another VIF.",
+    VrPoliced = "vr-policed" in Demux: "Over the VR's ingress rate limit (packets/s or bits/s).",
+    VrQuarantined = "vr-quarantined" in Demux: "The VR is quarantined by the watchdog (its path held the core too long).",
     UnknownEthertype = "unknown-ethertype" in VrInput: "Neither IPv4, IPv6 nor ARP.",
     VifGone = "vif-gone" in VrInput: "The VIF was removed while the packet waited.",
     Ip4Truncated = "ip4-truncated" in Ip4Input: "Shorter than an IPv4 header.",
@@ -158,6 +160,16 @@ pub struct VrCounters {
     pub neigh_miss: Counter,
     /// IPv4 fragments made (and sent) from datagrams over the egress MTU.
     pub fragments: Counter,
+    /// Vectors the scheduler ran for the VR.
+    pub vectors: Counter,
+    /// Packets in those vectors (injected frames included).
+    pub scheduled: Counter,
+    /// TSC cycles those vectors took, input to tx flush (the VR's CPU use). A vector that
+    /// took over 4× the VR's recent cost per packet counts at that cost instead: it was
+    /// preempted, and the time was the OS's, not the VR's.
+    pub cycles: Counter,
+    /// Vectors that held the core longer than the watchdog's budget.
+    pub watchdog_offences: Counter,
     /// Drops by reason.
     pub drops: [Counter; N_DROPS],
 }
@@ -176,6 +188,10 @@ impl Default for VrCounters {
             flow_misses: Counter::default(),
             neigh_miss: Counter::default(),
             fragments: Counter::default(),
+            vectors: Counter::default(),
+            scheduled: Counter::default(),
+            cycles: Counter::default(),
+            watchdog_offences: Counter::default(),
             drops: core::array::from_fn(|_| Counter::default()),
         }
     }
@@ -250,6 +266,14 @@ pub struct VrStats {
     pub neigh_miss: u64,
     /// See [`VrCounters::fragments`].
     pub fragments: u64,
+    /// See [`VrCounters::vectors`].
+    pub vectors: u64,
+    /// See [`VrCounters::scheduled`].
+    pub scheduled: u64,
+    /// See [`VrCounters::cycles`].
+    pub cycles: u64,
+    /// See [`VrCounters::watchdog_offences`].
+    pub watchdog_offences: u64,
     /// Drops by reason, indexed like [`Drop::ALL`].
     pub drops: [u64; N_DROPS],
 }
@@ -268,6 +292,10 @@ impl Default for VrStats {
             flow_misses: 0,
             neigh_miss: 0,
             fragments: 0,
+            vectors: 0,
+            scheduled: 0,
+            cycles: 0,
+            watchdog_offences: 0,
             drops: [0; N_DROPS],
         }
     }
@@ -307,6 +335,10 @@ impl VrStats {
             s.flow_misses += c.flow_misses.get();
             s.neigh_miss += c.neigh_miss.get();
             s.fragments += c.fragments.get();
+            s.vectors += c.vectors.get();
+            s.scheduled += c.scheduled.get();
+            s.cycles += c.cycles.get();
+            s.watchdog_offences += c.watchdog_offences.get();
             for (a, b) in s.drops.iter_mut().zip(&c.drops) {
                 *a += b.get();
             }

@@ -11,8 +11,9 @@
 //! the owner returns the packets still queued for it to the pool, and the `Vr` is freed when
 //! the last reference goes. Other VRs see nothing of it.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use crossbeam_queue::ArrayQueue;
@@ -25,11 +26,19 @@ use crate::counters::{
 use crate::demux::{PortDemux, VifRef};
 use crate::error::DpError;
 use crate::neigh::NeighTable;
+use crate::policer::Policer;
 use crate::pool::{MAX_FRAME, Pkt, Pool};
 use crate::port::{PortId, RxQueue, TxQueue};
 use crate::ring::ring;
+use crate::sched::{Fairness, Scheduler, WATCH_WINDOW, Watchdog};
 use crate::vr::{DemuxKey, IfAddr, Vif, VifConfig, VifId, Vr, VrConfig, VrId};
-use crate::worker::Worker;
+use crate::worker::{Handoff, RxHeld, Worker};
+
+/// Receive queues a data plane can track (ports × queues over all workers).
+pub(crate) const MAX_RX_QUEUES: usize = 4096;
+
+/// Largest VR weight.
+pub const MAX_WEIGHT: u32 = 1_000_000;
 
 /// Largest MTU a VIF may have: a slot's frame room less Ethernet and two VLAN tags.
 pub const MAX_MTU: u16 = (MAX_FRAME - 22) as u16;
@@ -48,6 +57,8 @@ pub struct DataplaneConfig {
 pub(crate) struct VrSnap {
     pub(crate) vr: Arc<Vr>,
     pub(crate) vifs: Arc<[Option<Arc<Vif>>]>,
+    /// The worker that runs it.
+    pub(crate) owner: usize,
 }
 
 /// Everything about the topology a worker reads, replaced whole on change.
@@ -56,6 +67,8 @@ pub(crate) struct Snapshot {
     pub(crate) version: u64,
     pub(crate) ports: Vec<PortDemux>,
     pub(crate) vrs: Vec<Option<VrSnap>>,
+    /// The worker that polls each receive queue (by the queue's index).
+    pub(crate) rx_owner: Vec<usize>,
 }
 
 /// Per-worker counters not tied to a VR or port.
@@ -68,6 +81,21 @@ pub(crate) struct WorkerCounters {
     pub(crate) idle_polls: Counter,
     /// Polls in total.
     pub(crate) polls: Counter,
+    /// TSC cycles spent on packets: receive bursts that brought some, and VR vectors (as
+    /// accounted to the VRs). Its growth over elapsed TSC is the worker's load.
+    pub(crate) busy_cycles: Counter,
+    /// Receive queues left unpolled for a poll because every VR they feed had a poll's
+    /// worth queued (back-pressure: the excess waits in the NIC).
+    pub(crate) rx_held: Counter,
+    /// Packets received and packets run through VR vectors.
+    pub(crate) rx_packets: Counter,
+    pub(crate) fwd_packets: Counter,
+    /// Cycles and packets of *full* receive bursts and full VR vectors: the cost per packet
+    /// when batches are full, which is what a saturated worker pays.
+    pub(crate) full_rx_cycles: Counter,
+    pub(crate) full_rx_packets: Counter,
+    pub(crate) full_fwd_cycles: Counter,
+    pub(crate) full_fwd_packets: Counter,
 }
 
 impl Default for WorkerCounters {
@@ -77,6 +105,14 @@ impl Default for WorkerCounters {
             drops: core::array::from_fn(|_| Counter::default()),
             idle_polls: Counter::default(),
             polls: Counter::default(),
+            busy_cycles: Counter::default(),
+            rx_held: Counter::default(),
+            rx_packets: Counter::default(),
+            fwd_packets: Counter::default(),
+            full_rx_cycles: Counter::default(),
+            full_rx_packets: Counter::default(),
+            full_fwd_cycles: Counter::default(),
+            full_fwd_packets: Counter::default(),
         }
     }
 }
@@ -91,6 +127,95 @@ pub(crate) struct Shared {
     pub(crate) snap: ArcSwap<Snapshot>,
     pub(crate) version: AtomicU64,
     ctl: Mutex<Vec<bool>>,
+    /// Receive queues between two workers (filled by the one letting go, emptied by the
+    /// one taking over), by index.
+    pub(crate) rx_slots: Mutex<Vec<Option<RxHeld>>>,
+    /// Each receive queue's worker of origin (the one it was given to).
+    rx_home: Mutex<Vec<usize>>,
+    /// The VR each receive queue mostly feeds (its id + 1; 0: none), as its poller last saw.
+    pub(crate) rx_dominant: Box<[AtomicU32]>,
+    /// Workers in use for forwarding: `0..active`.
+    active: AtomicUsize,
+    /// What placement measured last: each VR's cycle counter (by VR, to tell a new VR
+    /// with a reused id apart).
+    placed: Mutex<Vec<(Arc<Vr>, u64)>>,
+    /// The clock every worker reads (policers compare times across workers).
+    epoch: Instant,
+    /// Test hook: when nonzero, the time in ns instead of the clock.
+    test_now: AtomicU64,
+    fairness: AtomicU8,
+    scheduler: AtomicU8,
+    /// Watchdog budget in cycles (0 = off) and strikes.
+    watchdog_budget: AtomicU64,
+    watchdog_strikes: AtomicU32,
+}
+
+impl Shared {
+    /// Nanoseconds since the data plane was made (or the test clock).
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        match self.test_now.load(Ordering::Relaxed) {
+            0 => self.epoch.elapsed().as_nanos() as u64,
+            t => t,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn fairness(&self) -> Fairness {
+        match self.fairness.load(Ordering::Relaxed) {
+            0 => Fairness::Packets,
+            _ => Fairness::Cycles,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn scheduler(&self) -> Scheduler {
+        match self.scheduler.load(Ordering::Relaxed) {
+            0 => Scheduler::Stride,
+            _ => Scheduler::RoundRobin,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn watchdog(&self) -> Option<Watchdog> {
+        match self.watchdog_budget.load(Ordering::Relaxed) {
+            0 => None,
+            b => Some(Watchdog {
+                budget_cycles: b,
+                strikes: self.watchdog_strikes.load(Ordering::Relaxed),
+            }),
+        }
+    }
+}
+
+/// One worker's load, as [`Dataplane::worker_stats`] reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WorkerStats {
+    /// Polls in total.
+    pub polls: u64,
+    /// Polls that found no work.
+    pub idle_polls: u64,
+    /// TSC cycles spent on packets (receive bursts that brought some, VR vectors); its growth
+    /// ÷ elapsed TSC is the worker's load — a poll-mode worker spins all the time, so how
+    /// much of that time went to packets is what tells a saturated core from an idle one.
+    pub busy_cycles: u64,
+    /// Receive queues left unpolled under back-pressure (per poll and queue).
+    pub rx_held: u64,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Packets run through its VRs' vectors.
+    pub fwd_packets: u64,
+    /// Cycles per packet of full receive bursts (0 if none seen yet): what receiving costs
+    /// the worker per packet when it is saturated.
+    pub full_rx_cost: f64,
+    /// Cycles per packet of full VR vectors (0 if none seen yet).
+    pub full_fwd_cost: f64,
+    /// VRs assigned to the worker.
+    pub vrs: usize,
+    /// Receive queues it polls.
+    pub rx_queues: usize,
+    /// Whether it is in use for forwarding.
+    pub active: bool,
 }
 
 /// The data plane's control handle. Cheap to clone; every method may be called from any
@@ -132,6 +257,7 @@ impl Dataplane {
             version: 0,
             ports: vec![PortDemux::default(); config.ports.len()],
             vrs: Vec::new(),
+            rx_owner: Vec::new(),
         };
         Ok(Dataplane(Arc::new(Shared {
             pool,
@@ -144,6 +270,17 @@ impl Dataplane {
             snap: ArcSwap::from_pointee(snap),
             version: AtomicU64::new(0),
             ctl: Mutex::new(vec![false; config.workers]),
+            rx_slots: Mutex::new(Vec::new()),
+            rx_home: Mutex::new(Vec::new()),
+            rx_dominant: (0..MAX_RX_QUEUES).map(|_| AtomicU32::new(0)).collect(),
+            active: AtomicUsize::new(config.workers),
+            placed: Mutex::new(Vec::new()),
+            epoch: Instant::now(),
+            test_now: AtomicU64::new(0),
+            fairness: AtomicU8::new(0),
+            scheduler: AtomicU8::new(0),
+            watchdog_budget: AtomicU64::new(0),
+            watchdog_strikes: AtomicU32::new(3),
         })))
     }
 
@@ -188,8 +325,55 @@ impl Dataplane {
         if taken[index] {
             return Err(err("already taken"));
         }
+        let mut home = self.0.rx_home.lock().unwrap_or_else(|e| e.into_inner());
+        if home.len() + rx.len() > MAX_RX_QUEUES {
+            return Err(DpError::TooMany("receive queues"));
+        }
         taken[index] = true;
-        Ok(Worker::new(self.0.clone(), index, rx, tx))
+        let first = home.len();
+        home.extend(std::iter::repeat_n(index, rx.len()));
+        self.0
+            .rx_slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .resize_with(home.len(), || None);
+        // Given to an inactive worker, the queues start with worker 0.
+        let at = if index < self.active_workers() {
+            index
+        } else {
+            0
+        };
+        let held: Vec<RxHeld> = rx
+            .into_iter()
+            .enumerate()
+            .map(|(i, (port, q))| RxHeld {
+                id: first + i,
+                port,
+                q,
+                track: Default::default(),
+                marks: Vec::new(),
+            })
+            .collect();
+        let mut parked = Vec::new();
+        let mut mine = Vec::new();
+        for h in held {
+            if at == index {
+                mine.push(h);
+            } else {
+                parked.push(h);
+            }
+        }
+        {
+            let mut slots = self.0.rx_slots.lock().unwrap_or_else(|e| e.into_inner());
+            for h in parked {
+                let id = h.id;
+                slots[id] = Some(h);
+            }
+        }
+        let n = home.len();
+        drop(home);
+        self.publish(|s| s.rx_owner.resize(n, at));
+        Ok(Worker::new(self.0.clone(), index, mine, tx))
     }
 
     fn ctl(&self) -> std::sync::MutexGuard<'_, Vec<bool>> {
@@ -202,6 +386,7 @@ impl Dataplane {
             version: cur.version + 1,
             ports: cur.ports.clone(),
             vrs: cur.vrs.clone(),
+            rx_owner: cur.rx_owner.clone(),
         };
         f(&mut next);
         let v = next.version;
@@ -226,9 +411,8 @@ impl Dataplane {
         if config.name.is_empty() {
             return Err(bad(&what, "name", "must not be empty"));
         }
-        if config.weight == 0 {
-            return Err(bad(&what, "weight", "must be at least 1"));
-        }
+        check_weight(&what, config.weight)?;
+        check_policer(&what, config.policer_pps, config.policer_bps)?;
         if config.ingress_ring < 2 || config.ingress_ring > 1 << 20 {
             return Err(bad(&what, "ingress_ring", "must be 2..=1048576"));
         }
@@ -271,17 +455,23 @@ impl Dataplane {
         let owner = config.worker.unwrap_or_else(|| {
             let mut load = vec![0usize; self.0.workers];
             for s in snap.vrs.iter().flatten() {
-                load[s.vr.owner] += 1;
+                load[s.owner] += 1;
             }
             (0..self.0.workers).min_by_key(|w| load[*w]).unwrap_or(0)
         });
         let (tx, rx): (Vec<_>, Vec<_>) = (0..self.0.workers)
             .map(|_| ring(config.ingress_ring))
             .unzip();
+        let policer = Policer::default();
+        policer.set(config.policer_pps, config.policer_bps);
         let vr = Arc::new(Vr {
             id,
-            owner,
+            owner: AtomicUsize::new(owner),
+            pinned: AtomicUsize::new(config.worker.unwrap_or(usize::MAX)),
+            extra_cost: AtomicU32::new(0),
             weight: AtomicU32::new(config.weight),
+            quarantined: AtomicBool::new(false),
+            policer,
             fib4: Fib4::with_config(FibConfig {
                 top_bits: config.fib4_top_bits,
             }),
@@ -291,7 +481,7 @@ impl Dataplane {
             neigh: NeighTable::default(),
             pool: self.0.pool.clone(),
             ingress_tx: tx.into_iter().map(|p| Mutex::new(Some(p))).collect(),
-            ingress_rx: Mutex::new(Some(rx)),
+            handoff: Mutex::new(Some(Handoff::new(rx))),
             punt: ArrayQueue::new(config.punt_queue),
             inject: ArrayQueue::new(1024),
             counters: per_worker(self.0.workers),
@@ -306,6 +496,7 @@ impl Dataplane {
             s.vrs[i] = Some(VrSnap {
                 vr: vr.clone(),
                 vifs: Arc::from(Vec::new()),
+                owner,
             });
         });
         Ok(vr)
@@ -327,6 +518,321 @@ impl Dataplane {
             snap.vrs[usize::from(s.vr.id)] = None;
         });
         Ok(())
+    }
+
+    /// Change VR `name`'s scheduling weight (1..=[`MAX_WEIGHT`]); its worker charges the
+    /// next vector with it.
+    pub fn set_weight(&self, name: &str, weight: u32) -> Result<(), DpError> {
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        check_weight(&format!("virtual router {name:?}"), weight)?;
+        s.vr.weight.store(weight, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Set or clear VR `name`'s ingress policer (packets/s, bits/s; `None` = no limit, 0 is
+    /// refused). Applies from the next receive burst.
+    pub fn set_policer(
+        &self,
+        name: &str,
+        pps: Option<u64>,
+        bps: Option<u64>,
+    ) -> Result<(), DpError> {
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        check_policer(&format!("virtual router {name:?}"), pps, bps)?;
+        s.vr.policer.set(pps, bps);
+        Ok(())
+    }
+
+    /// Share workers by packets or by CPU cycles (takes effect at the next vector).
+    pub fn set_fairness(&self, f: Fairness) {
+        self.0.fairness.store(f as u8, Ordering::Relaxed);
+    }
+
+    /// What workers share out.
+    pub fn fairness(&self) -> Fairness {
+        self.0.fairness()
+    }
+
+    /// Pick the scheduler (the round-robin baseline exists for same-run comparisons).
+    pub fn set_scheduler(&self, s: Scheduler) {
+        self.0.scheduler.store(s as u8, Ordering::Relaxed);
+    }
+
+    /// The scheduler in use.
+    pub fn scheduler(&self) -> Scheduler {
+        self.0.scheduler()
+    }
+
+    /// Turn the watchdog on (or off with `None`). Off by default: the budget is in TSC
+    /// cycles, so its user converts from time (see [`crate::tsc_hz`]).
+    pub fn set_watchdog(&self, w: Option<Watchdog>) -> Result<(), DpError> {
+        match w {
+            None => self.0.watchdog_budget.store(0, Ordering::Relaxed),
+            Some(w) => {
+                if w.budget_cycles == 0 {
+                    return Err(bad("watchdog", "budget", "must be above 0"));
+                }
+                if !(1..=WATCH_WINDOW).contains(&w.strikes) {
+                    return Err(bad(
+                        "watchdog",
+                        "strikes",
+                        format!("{} not in 1..={WATCH_WINDOW}", w.strikes),
+                    ));
+                }
+                self.0.watchdog_strikes.store(w.strikes, Ordering::Relaxed);
+                self.0
+                    .watchdog_budget
+                    .store(w.budget_cycles, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// The watchdog's rule, if on.
+    pub fn watchdog(&self) -> Option<Watchdog> {
+        self.0.watchdog()
+    }
+
+    /// Let a quarantined VR run again (its watchdog history starts afresh). Returns whether
+    /// it was quarantined.
+    pub fn release_vr(&self, name: &str) -> Result<bool, DpError> {
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        Ok(s.vr.quarantined.swap(false, Ordering::Relaxed))
+    }
+
+    /// Move VR `name` to worker `to`. The old owner lets go between two vectors, the new
+    /// one starts once the old one's transmit queues have sent what the VR gave them: no
+    /// packet of the VR runs on two cores at once or is reordered. Pinned VRs may be moved
+    /// by this call (placement never moves them on its own).
+    pub fn move_vr(&self, name: &str, to: usize) -> Result<(), DpError> {
+        self.check_worker(name, to)?;
+        let _g = self.ctl();
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        self.moved(&s, to);
+        Ok(())
+    }
+
+    fn check_worker(&self, name: &str, to: usize) -> Result<(), DpError> {
+        if to >= self.0.workers {
+            return Err(bad(
+                &format!("virtual router {name:?}"),
+                "worker",
+                format!("{to} but there are {} workers", self.0.workers),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Publish `s`'s new owner (under the control lock).
+    fn moved(&self, s: &VrSnap, to: usize) {
+        if s.owner == to {
+            return;
+        }
+        s.vr.owner.store(to, Ordering::Relaxed);
+        self.publish(|snap| {
+            if let Some(v) = snap.vrs[usize::from(s.vr.id)].as_mut() {
+                v.owner = to;
+            }
+        });
+    }
+
+    /// Pin VR `name` to worker `to` (and move it there), or unpin it (`None`: it stays
+    /// where it is until placement moves it).
+    pub fn pin_vr(&self, name: &str, to: Option<usize>) -> Result<(), DpError> {
+        if let Some(w) = to {
+            self.check_worker(name, w)?;
+        }
+        let _g = self.ctl();
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        s.vr.pinned
+            .store(to.unwrap_or(usize::MAX), Ordering::Relaxed);
+        if let Some(w) = to {
+            self.moved(&s, w);
+        }
+        Ok(())
+    }
+
+    /// Balance VRs over the workers in use by the CPU they used since the last call (see
+    /// [`crate::placement`]), and give each receive queue that mostly feeds one VR to that
+    /// VR's worker (so its packets stay on one core): returns the VR moves made, `(VR, from,
+    /// to)`. Pinned VRs stay. `margin` is the hysteresis (0.1: a move must cut the busiest
+    /// worker's load by more than 10 %), `max_moves` the most VRs moved per call. Call it
+    /// periodically (the daemon: every second).
+    pub fn rebalance(&self, margin: f64, max_moves: usize) -> Vec<(String, usize, usize)> {
+        let _g = self.ctl();
+        self.replan(self.active_workers(), margin, max_moves)
+    }
+
+    /// Workers in use for forwarding (`0..n`; all of them unless
+    /// [`Dataplane::set_active_workers`] said otherwise).
+    pub fn active_workers(&self) -> usize {
+        self.0.active.load(Ordering::Relaxed)
+    }
+
+    /// Forward on workers `0..n` only (1 ≤ n ≤ workers): VRs and receive queues of the
+    /// others move onto them, and VRs are spread over them by measured load. A worker with
+    /// nothing to do backs off to sleeping (1 ms), leaving its core to other work. Nothing
+    /// is lost or reordered by the moves (see [`Dataplane::move_vr`]; a receive queue moves
+    /// the same way: its new poller starts once the VRs' owners have taken what the old
+    /// one received). Returns the VR moves made.
+    pub fn set_active_workers(&self, n: usize) -> Result<Vec<(String, usize, usize)>, DpError> {
+        if !(1..=self.0.workers).contains(&n) {
+            return Err(bad(
+                "data plane",
+                "active workers",
+                format!("{n} not in 1..={}", self.0.workers),
+            ));
+        }
+        let _g = self.ctl();
+        self.0.active.store(n, Ordering::Relaxed);
+        Ok(self.replan(n, 0.05, usize::MAX))
+    }
+
+    /// Place VRs on workers `0..active` (see [`crate::placement`]) and receive queues after
+    /// them, in one published snapshot. Under the control lock.
+    fn replan(&self, active: usize, margin: f64, max_moves: usize) -> Vec<(String, usize, usize)> {
+        let usable: Vec<usize> = (0..active).collect();
+        let snap = self.0.snap.load_full();
+        let mut placed = self.0.placed.lock().unwrap_or_else(|e| e.into_inner());
+        let home = self
+            .0
+            .rx_home
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // The home worker of the queue each VR dominates, if any.
+        let mut prefer: Vec<Option<usize>> = vec![None; snap.vrs.len()];
+        for (q, &h) in home.iter().enumerate() {
+            if let Some(v) = self.0.rx_dominant[q].load(Ordering::Relaxed).checked_sub(1)
+                && let Some(p) = prefer.get_mut(v as usize)
+                && h < active
+            {
+                *p = Some(h);
+            }
+        }
+        let mut vrs = Vec::new();
+        let mut loads = Vec::new();
+        let mut next = Vec::new();
+        // A pinned VR goes back to its worker when that is in use again, and stays there.
+        let mut moves = Vec::new();
+        for s in snap.vrs.iter().flatten() {
+            let cycles = s.vr.stats().cycles;
+            let before = placed
+                .iter()
+                .find(|(v, _)| Arc::ptr_eq(v, &s.vr))
+                .map_or(cycles, |(_, c)| *c);
+            next.push((s.vr.clone(), cycles));
+            let pin = s.vr.pinned().filter(|&w| w < active);
+            if let Some(w) = pin
+                && w != s.owner
+            {
+                moves.push((loads.len(), w));
+            }
+            loads.push(crate::placement::VrLoad {
+                worker: pin.unwrap_or(s.owner),
+                pinned: pin.is_some(),
+                load: cycles.saturating_sub(before) as f64,
+                prefer: prefer[usize::from(s.vr.id)],
+            });
+            vrs.push(s.clone());
+        }
+        *placed = next;
+        moves.extend(crate::placement::plan(&loads, &usable, margin, max_moves));
+        let mut owner: Vec<Option<usize>> = snap
+            .vrs
+            .iter()
+            .map(|s| s.as_ref().map(|s| s.owner))
+            .collect();
+        let mut out = Vec::new();
+        for &(i, to) in &moves {
+            let s = &vrs[i];
+            owner[usize::from(s.vr.id)] = Some(to);
+            out.push((s.vr.name().to_string(), s.owner, to));
+        }
+        let home = self
+            .0
+            .rx_home
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let rx_owner: Vec<usize> = snap
+            .rx_owner
+            .iter()
+            .enumerate()
+            .map(|(q, &cur)| {
+                let dom = self.0.rx_dominant[q].load(Ordering::Relaxed);
+                let follow = dom
+                    .checked_sub(1)
+                    .and_then(|v| owner.get(v as usize).copied().flatten())
+                    .filter(|&w| w < active);
+                match follow {
+                    Some(w) => w,
+                    None if home[q] < active => home[q],
+                    None if cur < active => cur,
+                    None => q % active,
+                }
+            })
+            .collect();
+        if out.is_empty() && rx_owner == snap.rx_owner {
+            return out;
+        }
+        for (name, _, to) in &out {
+            if let Some(s) = vrs.iter().find(|s| s.vr.name() == name) {
+                s.vr.owner.store(*to, Ordering::Relaxed);
+            }
+        }
+        self.publish(|s| {
+            for v in s.vrs.iter_mut().flatten() {
+                if let Some(Some(w)) = owner.get(usize::from(v.vr.id)) {
+                    v.owner = *w;
+                }
+            }
+            s.rx_owner = rx_owner;
+        });
+        out
+    }
+
+    /// Measurement element: make VR `name`'s forwarding path burn `cycles_per_packet` more
+    /// TSC cycles per packet (0: off) — what Egi et al. did with "a few expensive Click
+    /// elements" to get a path that costs more (Fig. 7), and a way to make a path hold its
+    /// core past the watchdog's budget. For benchmarks and tests; routers never need it.
+    #[doc(hidden)]
+    pub fn set_extra_cost(&self, name: &str, cycles_per_packet: u32) -> Result<(), DpError> {
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        s.vr.extra_cost.store(cycles_per_packet, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Test hook: freeze the data plane's clock at `ns` (`None`: the real clock again).
+    #[doc(hidden)]
+    pub fn set_test_time(&self, ns: Option<u64>) {
+        self.0
+            .test_now
+            .store(ns.map_or(0, |t| t.max(1)), Ordering::Relaxed);
+    }
+
+    /// Each worker's load and VRs.
+    pub fn worker_stats(&self) -> Vec<WorkerStats> {
+        let snap = self.0.snap.load();
+        self.0
+            .worker_counters
+            .iter()
+            .enumerate()
+            .map(|(i, w)| WorkerStats {
+                polls: w.polls.get(),
+                idle_polls: w.idle_polls.get(),
+                busy_cycles: w.busy_cycles.get(),
+                rx_held: w.rx_held.get(),
+                rx_packets: w.rx_packets.get(),
+                fwd_packets: w.fwd_packets.get(),
+                full_rx_cost: w.full_rx_cycles.get() as f64 / w.full_rx_packets.get().max(1) as f64,
+                full_fwd_cost: w.full_fwd_cycles.get() as f64
+                    / w.full_fwd_packets.get().max(1) as f64,
+                vrs: snap.vrs.iter().flatten().filter(|s| s.owner == i).count(),
+                rx_queues: snap.rx_owner.iter().filter(|&&o| o == i).count(),
+                active: i < self.active_workers(),
+            })
+            .collect()
     }
 
     /// The VR called `name`.
@@ -455,6 +961,7 @@ impl Dataplane {
             snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
                 vr: s.vr.clone(),
                 vifs: vifs.into(),
+                owner: s.owner,
             });
         });
         Ok(id)
@@ -489,6 +996,7 @@ impl Dataplane {
             snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
                 vr: s.vr.clone(),
                 vifs: vifs.into(),
+                owner: s.owner,
             });
         });
         Ok(())
@@ -528,6 +1036,7 @@ impl Dataplane {
             snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
                 vr: s.vr.clone(),
                 vifs: vifs.into(),
+                owner: s.owner,
             });
         });
         Ok(())
@@ -624,6 +1133,31 @@ impl Dataplane {
             (p + w.polls.get(), i + w.idle_polls.get())
         })
     }
+}
+
+fn check_weight(what: &str, w: u32) -> Result<(), DpError> {
+    if !(1..=MAX_WEIGHT).contains(&w) {
+        return Err(bad(what, "weight", format!("{w} not in 1..={MAX_WEIGHT}")));
+    }
+    Ok(())
+}
+
+fn check_policer(what: &str, pps: Option<u64>, bps: Option<u64>) -> Result<(), DpError> {
+    if pps == Some(0) {
+        return Err(bad(
+            what,
+            "policer_pps",
+            "a rate of 0 would drop everything; leave it out for no limit",
+        ));
+    }
+    if bps == Some(0) {
+        return Err(bad(
+            what,
+            "policer_bps",
+            "a rate of 0 would drop everything; leave it out for no limit",
+        ));
+    }
+    Ok(())
 }
 
 /// The routes an interface address implies: the address itself (and, for IPv4, the subnet

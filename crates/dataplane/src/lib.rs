@@ -25,22 +25,40 @@ mod error;
 pub mod flow;
 mod neigh;
 mod node;
+pub mod placement;
+mod policer;
 mod pool;
 pub mod port;
 pub mod ring;
+pub mod scale;
+pub mod sched;
 mod tx;
 mod vector;
 mod vr;
 mod worker;
 
 pub use counters::{Drop, Node, NodeStats, PortStats, VifStats, VrStats};
-pub use dataplane::{Dataplane, DataplaneConfig, MAX_MTU};
+pub use dataplane::{Dataplane, DataplaneConfig, MAX_MTU, MAX_WEIGHT, WorkerStats};
 pub use demux::{L2Info, PortDemux, Verdict, VifRef, parse_l2};
 pub use error::DpError;
 pub use neigh::{NeighMap, NeighTable};
 pub use pool::{HEADROOM, MAX_FRAME, Meta, Pkt, Pool, SLOT_SIZE};
+pub use sched::{Fairness, Scheduler, Watchdog, jain};
 pub use vector::{PktVec, VECTOR};
 pub use vr::{
     DemuxKey, FlowKey, IfAddr, IpPrefix, MatchRule, Vif, VifConfig, VifId, Vr, VrConfig, VrId,
 };
-pub use worker::Worker;
+pub use worker::{CostModel, Worker};
+
+/// The TSC (0 where there is none): the clock the data plane's cycle counters use.
+pub fn tsc() -> u64 {
+    node::cycles()
+}
+
+/// TSC ticks per second, measured against the monotonic clock over `d` (to turn a time
+/// budget into cycles, e.g. the watchdog's).
+pub fn tsc_hz(d: std::time::Duration) -> f64 {
+    let (t, c) = (std::time::Instant::now(), node::cycles());
+    std::thread::sleep(d);
+    node::cycles().wrapping_sub(c) as f64 / t.elapsed().as_secs_f64()
+}

@@ -30,4 +30,19 @@ pub trait TxQueue: Send {
     /// drops them and counts them ("tx-full"). The queue frees sent packets itself when the
     /// hardware (or peer) is done with them.
     fn tx_burst(&mut self, pool: &Pool, pkts: &mut PktVec) -> usize;
+
+    /// A fence after everything handed to this queue so far, for backends whose queue holds
+    /// frames after `tx_burst` returns (a ring another thread or a device drains). When a
+    /// VR moves to another worker, the new worker sends the VR's packets only once the old
+    /// worker's fences have passed, so two transmit queues never carry the VR's frames out
+    /// of order. `None` (the default) means frames are gone when `tx_burst` returns.
+    fn fence(&mut self) -> Option<Box<dyn Fence>> {
+        None
+    }
+}
+
+/// See [`TxQueue::fence`].
+pub trait Fence: Send + core::fmt::Debug {
+    /// Whether everything queued before the fence has left the queue.
+    fn passed(&self) -> bool;
 }

@@ -131,6 +131,30 @@ impl Producer {
         Ok(())
     }
 
+    /// Packets queued and not yet taken by the consumer. The cached view of the consumer's
+    /// position is refreshed (an `Acquire` load of its index) only when it shows at least
+    /// `refresh_at` packets: a producer asking "is the consumer behind?" touches the
+    /// consumer's cache line only when the answer might be yes.
+    #[inline]
+    pub fn queued(&mut self, refresh_at: usize) -> usize {
+        let mut n = self.tail - self.head_cache;
+        if n >= refresh_at {
+            self.head_cache = self.s.head.load(Ordering::Acquire);
+            n = self.tail - self.head_cache;
+        }
+        n
+    }
+
+    /// A mark at the current end of the ring: [`Mark::passed`] says when the consumer has
+    /// taken everything pushed so far. Used to order a hand-over between threads (a VR or a
+    /// receive queue moving to another worker) after what was queued before it.
+    pub fn mark(&self) -> Mark {
+        Mark {
+            s: self.s.clone(),
+            at: self.tail,
+        }
+    }
+
     /// Move as many packets from the front of `v` as fit; returns how many moved. The rest
     /// stay in `v`, in order.
     #[inline]
@@ -145,6 +169,26 @@ impl Producer {
             self.s.tail.store(self.tail, Ordering::Release);
         }
         n
+    }
+}
+
+/// A position in a ring (see [`Producer::mark`]).
+pub struct Mark {
+    s: Arc<Shared>,
+    at: usize,
+}
+
+impl core::fmt::Debug for Mark {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Mark({})", self.at)
+    }
+}
+
+impl Mark {
+    /// Whether the consumer has taken every packet pushed before the mark (`Acquire`: what
+    /// the consumer did with them happened before).
+    pub fn passed(&self) -> bool {
+        self.s.head.load(Ordering::Acquire) >= self.at
     }
 }
 
@@ -265,6 +309,30 @@ mod tests {
         rx.pop_burst(&mut out, 256);
         assert_eq!(out.iter().map(Pkt::index).collect::<Vec<_>>(), first);
         pool.free_all(&mut out);
+    }
+
+    #[test]
+    fn queued_and_marks_follow_the_consumer() {
+        let pool = Pool::new(16);
+        let (mut tx, mut rx) = ring(8);
+        for _ in 0..5 {
+            tx.push(pool.alloc().unwrap()).unwrap();
+        }
+        let m = tx.mark();
+        assert!(!m.passed());
+        assert_eq!(tx.queued(usize::MAX), 5);
+        let mut v = PktVec::new();
+        rx.pop_burst(&mut v, 3);
+        // The cached view is refreshed only when asked to look.
+        assert_eq!(tx.queued(usize::MAX), 5);
+        assert_eq!(tx.queued(1), 2);
+        assert!(!m.passed());
+        tx.push(pool.alloc().unwrap()).unwrap();
+        rx.pop_burst(&mut v, 2);
+        assert!(m.passed(), "everything before the mark was taken");
+        rx.pop_burst(&mut v, 8);
+        pool.free_all(&mut v);
+        assert_eq!(tx.queued(0), 0);
     }
 
     #[test]

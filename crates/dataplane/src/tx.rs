@@ -7,7 +7,7 @@
 
 use crate::counters::{Drop, PortCounters, VrCounters};
 use crate::pool::{Pkt, Pool};
-use crate::port::TxQueue;
+use crate::port::{Fence, TxQueue};
 use crate::vector::{PktVec, VECTOR};
 use crate::vr::Vif;
 
@@ -61,6 +61,11 @@ impl TxStage {
         s.vif[k] = vif;
         s.len[k] = len;
         s.pkts.push(p);
+    }
+
+    /// A fence on every transmit queue that has one (see [`TxQueue::fence`]).
+    pub(crate) fn fences(&mut self) -> Vec<Box<dyn Fence>> {
+        self.queues.iter_mut().filter_map(|q| q.fence()).collect()
     }
 
     /// Send everything staged.

@@ -9,7 +9,7 @@
 //! ifindexes to VIF ids when it mirrors routes.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_queue::ArrayQueue;
@@ -19,9 +19,11 @@ use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::counters::{VifCounters, VifStats, VrCounters, VrStats};
 use crate::neigh::NeighTable;
+use crate::policer::Policer;
 use crate::pool::{Pkt, Pool};
 use crate::port::PortId;
-use crate::ring::{Consumer, Producer};
+use crate::ring::Producer;
+use crate::worker::Handoff;
 
 /// Index of a VR in the data plane.
 pub type VrId = u16;
@@ -119,10 +121,16 @@ pub enum IfAddr {
 pub struct VrConfig {
     /// Unique name.
     pub name: String,
-    /// Scheduling weight (relative share when workers are overloaded).
+    /// Scheduling weight (relative share of its worker when backlogged), 1..=1,000,000.
     pub weight: u32,
-    /// Worker that runs the VR's forwarding path; `None` = the least loaded by VR count.
+    /// Worker that runs the VR's forwarding path, pinned (placement never moves it); `None`
+    /// = placed on the least loaded worker and moved as load changes.
     pub worker: Option<usize>,
+    /// Ingress rate limit in packets per second, policed at demux (`None` = none).
+    pub policer_pps: Option<u64>,
+    /// Ingress rate limit in bits per second (frame bytes without FCS × 8), policed at
+    /// demux (`None` = none).
+    pub policer_bps: Option<u64>,
     /// Slots in each ingress ring (one ring per receiving worker).
     pub ingress_ring: usize,
     /// ICMP errors per second the VR may send.
@@ -151,6 +159,8 @@ impl VrConfig {
             name: name.into(),
             weight: 1,
             worker: None,
+            policer_pps: None,
+            policer_bps: None,
             ingress_ring: 1024,
             icmp_rate: 1000,
             icmp_burst: 100,
@@ -227,10 +237,18 @@ pub struct Vr {
     pub id: VrId,
     /// The configuration it was created with.
     pub config: VrConfig,
-    /// Worker running its forwarding path.
-    pub owner: usize,
-    /// Current scheduling weight.
+    /// Worker assigned to run its forwarding path (see [`Vr::owner`]).
+    pub(crate) owner: AtomicUsize,
+    /// Current scheduling weight (change with [`crate::Dataplane::set_weight`]).
     pub weight: AtomicU32,
+    /// Extra cycles per packet its path burns (a measurement element, see
+    /// [`crate::Dataplane::set_extra_cost`]).
+    pub(crate) extra_cost: AtomicU32,
+    /// Worker it is pinned to (`usize::MAX`: none), see [`crate::Dataplane::pin_vr`].
+    pub(crate) pinned: AtomicUsize,
+    /// Set by the owner's watchdog, cleared by [`crate::Dataplane::release_vr`].
+    pub(crate) quarantined: AtomicBool,
+    pub(crate) policer: Policer,
     /// IPv4 routes.
     pub fib4: Fib4,
     /// IPv6 routes.
@@ -240,8 +258,10 @@ pub struct Vr {
     pub(crate) pool: Arc<Pool>,
     /// Producer end of the ingress ring fed by worker `i`, taken by that worker.
     pub(crate) ingress_tx: Box<[Mutex<Option<Producer>>]>,
-    /// Consumer ends, taken by the owner.
-    pub(crate) ingress_rx: Mutex<Option<Vec<Consumer>>>,
+    /// What the next owner takes over: the consumer ends of the ingress rings and the
+    /// VR's worker-local state. Filled when the VR is created and by an owner giving it up;
+    /// emptied by the owner taking it.
+    pub(crate) handoff: Mutex<Option<Handoff>>,
     pub(crate) punt: ArrayQueue<Pkt>,
     pub(crate) inject: ArrayQueue<Pkt>,
     pub(crate) counters: Box<[CachePadded<VrCounters>]>,
@@ -252,7 +272,7 @@ impl core::fmt::Debug for Vr {
         f.debug_struct("Vr")
             .field("id", &self.id)
             .field("name", &self.config.name)
-            .field("owner", &self.owner)
+            .field("owner", &self.owner())
             .finish_non_exhaustive()
     }
 }
@@ -266,6 +286,31 @@ impl Vr {
     /// Summed counters.
     pub fn stats(&self) -> VrStats {
         VrStats::sum(self.counters.iter().map(|c| &**c))
+    }
+
+    /// The worker assigned to run the VR (after a move, the new one: it starts within a
+    /// poll or two, once the old one has let go).
+    pub fn owner(&self) -> usize {
+        self.owner.load(Ordering::Relaxed)
+    }
+
+    /// The worker it is pinned to, if any (placement never moves a pinned VR).
+    pub fn pinned(&self) -> Option<usize> {
+        match self.pinned.load(Ordering::Relaxed) {
+            usize::MAX => None,
+            w => Some(w),
+        }
+    }
+
+    /// Whether the watchdog has quarantined the VR: it is not scheduled, and its packets are
+    /// dropped at demux as `vr-quarantined`, until released.
+    pub fn quarantined(&self) -> bool {
+        self.quarantined.load(Ordering::Relaxed)
+    }
+
+    /// Current scheduling weight.
+    pub fn weight(&self) -> u32 {
+        self.weight.load(Ordering::Relaxed)
     }
 
     /// Take the next punted packet (its `Meta::vif` says which VIF it arrived on). The caller
@@ -288,8 +333,8 @@ impl Drop for Vr {
         while let Some(p) = self.inject.pop() {
             self.pool.free(p);
         }
-        if let Some(cs) = self.ingress_rx.get_mut().unwrap_or_else(|e| e.into_inner()) {
-            for c in cs {
+        if let Some(h) = self.handoff.get_mut().unwrap_or_else(|e| e.into_inner()) {
+            for c in &mut h.consumers {
                 c.drain(|p| self.pool.free(p));
             }
         }

@@ -1,13 +1,39 @@
 //! A worker: one thread's poll loop over its receive queues and its VRs.
 //!
-//! One poll: receive a burst from each rx queue, demux it into the VRs' ingress rings (the
-//! only place an admitted packet may wait), then give each VR this worker owns one vector:
-//! injected frames first, then up to [`VECTOR`] packets from its ingress rings, run to
-//! completion through the forwarding path and out to the ports' tx rings.
+//! One poll: receive from each rx queue and demux the frames into the VRs' ingress rings
+//! (the only place an admitted packet may wait; policers and quarantine drop here), then
+//! let the scheduler ([`crate::sched`]) spend a budget of one vector per receive queue on
+//! the VRs this worker owns: the backlogged VR with the smallest stride pass runs one
+//! vector — injected frames first, then up to [`VECTOR`] packets from its ingress rings —
+//! to completion through the forwarding path and out to the ports' tx rings; it is timed,
+//! charged and checked by the watchdog; the next pick follows.
+//!
+//! **Receive back-pressure.** For the scheduler, not the arrival pattern, to decide whose
+//! packets are forwarded under overload (Egi §3.1), the VRs must have packets waiting when
+//! it picks; and for overload to cost nothing, the excess must stay in the NIC rather than
+//! be received and shed. So each receive queue remembers which VRs took a large part of its
+//! last burst. While one of them is *hungry* — fewer packets queued by this worker than a
+//! poll's budget — a queue that gave a full burst is polled again in the same poll (up to
+//! one burst per receive queue), so that a VR whose weight entitles it to more than a burst
+//! per poll gets it; when all of them are *full* (a budget's worth queued), the queue is not
+//! polled at all this poll: its
+//! frames wait in (and, if it fills, overflow) the NIC's ring, at no cost to the worker. A
+//! queue whose last burst was not full is polled once, as before. With a receive queue per
+//! VR (a port per tenant, as in Rathore's setup, or NIC filters by MAC) this isolates VRs
+//! completely; VRs that share a queue share its ring as a drop point once the worker cannot
+//! keep up with the queue (the price of one queue, documented in `docs/fairness.md`).
 //!
 //! A VR is run by one worker only (its owner), so per-VR state that changes per packet —
-//! rate-limit buckets, caches — is worker-local, with no sharing. Packets for a VR received by
-//! another worker cross over in that VR's ingress ring fed by that worker (SPSC).
+//! rate-limit buckets, caches, the scheduler's pass and cost — is worker-local, with no
+//! sharing. Packets for a VR received by another worker cross over in that VR's ingress
+//! ring fed by that worker (SPSC).
+//!
+//! **Moving a VR.** The control side publishes a snapshot naming a new owner. The old owner
+//! notices at the start of a poll — between vectors, never inside one — and puts the ring
+//! ends and the VR's state in the VR's hand-off slot, with a fence on each of its transmit
+//! queues. The new owner takes them at its next poll and runs the VR only once those fences
+//! have passed, so the VR never runs on two cores at once, its ingress rings stay FIFO, and
+//! its frames cannot overtake each other between the two workers' transmit queues.
 //!
 //! The worker follows topology changes by comparing one version number per poll; when it
 //! moved, it reloads the snapshot and reconciles: takes the ring ends of new VRs, and for
@@ -16,7 +42,9 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use arrayvec::ArrayVec;
 
 use crate::counters::{Drop, Node};
 use crate::dataplane::{Shared, Snapshot, VrSnap};
@@ -25,16 +53,25 @@ use crate::node::adjcache::AdjCache;
 use crate::node::flowcache::FlowCache;
 use crate::node::{Bucket, Ctx, cycles};
 use crate::pool::Pkt;
-use crate::port::{PortId, RxQueue, TxQueue};
+use crate::port::{Fence, PortId, RxQueue, TxQueue};
 use crate::ring::{Consumer, Producer};
+use crate::sched::{Fairness, Scheduler, VrSched, Watchdog, before};
 use crate::tx::TxStage;
 use crate::vector::{PktVec, VECTOR};
-use crate::vr::VrId;
+use crate::vr::{Vr, VrConfig, VrId};
 
 /// Under pressure, run a VR once this many packets wait for it…
 const COALESCE: usize = VECTOR / 4;
 /// …or once it has been passed over this many polls.
 const MAX_DEFER: u32 = 32;
+/// A VR that took at least this many packets of a receive burst steers that queue's
+/// back-pressure.
+const SIGNIFICANT: u32 = (VECTOR / 8) as u32;
+/// VRs remembered per receive queue for back-pressure.
+const FED: usize = 8;
+
+/// A test hook standing in for the TSC: the cycles a vector of `n` packets of `vr` took.
+pub type CostModel = Box<dyn FnMut(&Vr, usize) -> u64 + Send>;
 
 /// Per-VR state kept by the VR's owner worker.
 #[derive(Debug)]
@@ -47,17 +84,113 @@ pub(crate) struct VrState {
     pub(crate) adj6: AdjCache,
 }
 
-struct LocalVr {
-    snap: VrSnap,
-    producer: Option<Producer>,
-    /// Non-empty only on the owner.
+impl VrState {
+    fn new(cfg: &VrConfig) -> VrState {
+        VrState {
+            icmp_bucket: Bucket::new(cfg.icmp_rate, cfg.icmp_burst),
+            punt_bucket: Bucket::new(cfg.punt_rate, cfg.punt_burst),
+            fc4: FlowCache::new(cfg.flow_cache),
+            fc6: FlowCache::new(cfg.flow_cache),
+            adj4: AdjCache::default(),
+            adj6: AdjCache::default(),
+        }
+    }
+}
+
+/// What passes from one owner of a VR to the next (through [`Vr::handoff`]).
+#[derive(Debug)]
+pub(crate) struct Handoff {
+    /// Consumer ends of the VR's ingress rings, one per receiving worker.
+    pub(crate) consumers: Vec<Consumer>,
+    /// The VR's worker-local state (`None` for a new VR).
+    pub(crate) state: Option<VrState>,
+    /// Cost estimate and watchdog history.
+    pub(crate) sched: VrSched,
+    /// The previous owner's transmit fences: the VR runs again once all have passed.
+    pub(crate) fences: Vec<Box<dyn Fence>>,
+}
+
+impl Handoff {
+    /// What a new VR starts with.
+    pub(crate) fn new(consumers: Vec<Consumer>) -> Handoff {
+        Handoff {
+            consumers,
+            state: None,
+            sched: VrSched::default(),
+            fences: Vec::new(),
+        }
+    }
+}
+
+/// What the owner of a VR holds.
+struct Owned {
     consumers: Vec<Consumer>,
     next_consumer: usize,
     /// Polls this VR was passed over to let its backlog grow.
     deferred: u32,
+    state: VrState,
+    sched: VrSched,
+    fences: Vec<Box<dyn Fence>>,
+    /// Last seen value of the VR's quarantine flag.
+    quarantined: bool,
+}
+
+struct LocalVr {
+    snap: VrSnap,
+    producer: Option<Producer>,
+    /// On the owner only.
+    own: Option<Owned>,
     staged: PktVec,
     staged_bytes: u64,
-    state: VrState,
+    /// Packets staged for it in the current receive burst.
+    burst: u32,
+}
+
+/// What a receive queue's last burst was like.
+#[derive(Debug, Default)]
+pub(crate) struct RxTrack {
+    /// The burst was full.
+    full: bool,
+    /// VRs that took at least [`SIGNIFICANT`] packets of it.
+    fed: ArrayVec<VrId, FED>,
+    /// Packets of it the VR with the most took.
+    top: u32,
+}
+
+/// A receive queue as a worker holds it (and as it passes between workers).
+pub(crate) struct RxHeld {
+    /// Index in the data plane's list of receive queues.
+    pub(crate) id: usize,
+    pub(crate) port: PortId,
+    pub(crate) q: Box<dyn RxQueue>,
+    pub(crate) track: RxTrack,
+    /// Marks on the previous holder's ingress rings, taken when it let go: the queue is
+    /// polled again once the VRs' owners have taken everything it received before (so a
+    /// frame it receives now cannot overtake one received earlier by the other worker).
+    pub(crate) marks: Vec<crate::ring::Mark>,
+}
+
+impl core::fmt::Debug for RxHeld {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RxHeld")
+            .field("id", &self.id)
+            .field("port", &self.port)
+            .field("waiting_marks", &self.marks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Spin for `c` TSC cycles (the measurement element of [`crate::Dataplane::set_extra_cost`]).
+#[cold]
+fn burn(c: u64) {
+    let until = cycles().wrapping_add(c);
+    while before_tsc(cycles(), until) {
+        std::hint::spin_loop();
+    }
+}
+
+fn before_tsc(a: u64, b: u64) -> bool {
+    (a.wrapping_sub(b) as i64) < 0
 }
 
 /// Record demux's findings in a packet's metadata.
@@ -75,15 +208,28 @@ fn tag(m: &mut crate::Meta, port: PortId, r: VifRef, l2: &crate::L2Info) {
 pub struct Worker {
     sh: Arc<Shared>,
     id: usize,
-    rx: Vec<(PortId, Box<dyn RxQueue>)>,
+    /// Receive queues this worker polls.
+    rx: Vec<RxHeld>,
+    /// Receive queues assigned to this worker whose hand-over it waits for.
+    adopting_rx: Vec<usize>,
     tx: TxStage,
     snap: Arc<Snapshot>,
     version: u64,
     vrs: Vec<Option<LocalVr>>,
+    /// VRs this worker runs, in id order.
     owned: Vec<VrId>,
+    /// VRs assigned to this worker whose hand-off it waits for.
+    adopting: Vec<VrId>,
+    /// This poll's scheduling candidates.
+    cands: Vec<VrId>,
+    /// The scheduler's virtual time: the pass of the last VR picked.
+    vtime: u64,
     touched: Vec<VrId>,
     retiring: Vec<Consumer>,
-    epoch: Instant,
+    now_ns: u64,
+    /// The last poll left a receive queue unpolled (back-pressure): not idle.
+    held_back: bool,
+    cost_model: Option<CostModel>,
 }
 
 impl core::fmt::Debug for Worker {
@@ -100,7 +246,7 @@ impl Worker {
     pub(crate) fn new(
         sh: Arc<Shared>,
         id: usize,
-        rx: Vec<(PortId, Box<dyn RxQueue>)>,
+        rx: Vec<RxHeld>,
         tx: Vec<Box<dyn TxQueue>>,
     ) -> Worker {
         let mut w = Worker {
@@ -109,14 +255,21 @@ impl Worker {
             sh,
             id,
             rx,
+            adopting_rx: Vec::new(),
             tx: TxStage::new(tx),
             vrs: Vec::new(),
             owned: Vec::new(),
+            adopting: Vec::new(),
+            cands: Vec::new(),
+            vtime: 0,
             touched: Vec::new(),
             retiring: Vec::new(),
-            epoch: Instant::now(),
+            now_ns: 0,
+            held_back: false,
+            cost_model: None,
         };
         w.refresh();
+        w.adopt();
         w
     }
 
@@ -125,12 +278,20 @@ impl Worker {
         self.id
     }
 
+    /// Test hook: take the cycles each vector cost from `model` instead of the TSC (for the
+    /// scheduler's cost-aware mode, the watchdog and the per-VR cycle counters), so tests of
+    /// cost-aware fairness and of the watchdog are exact and do not depend on the machine.
+    #[doc(hidden)]
+    pub fn set_cost_model(&mut self, model: Option<CostModel>) {
+        self.cost_model = model;
+    }
+
     /// Poll until `stop` is set. Idle polls back off: spin briefly, then yield, then sleep
     /// up to 1 ms, so an idle router does not burn its core; any work resets the back-off.
     pub fn run(&mut self, stop: &AtomicBool) {
         let mut idle = 0u32;
         while !stop.load(Ordering::Relaxed) {
-            if self.poll() > 0 {
+            if self.poll() > 0 || self.held_back {
                 idle = 0;
                 continue;
             }
@@ -148,29 +309,77 @@ impl Worker {
         self.poll();
     }
 
-    /// One round: receive, demux, run each owned VR (a vector per receive queue at most).
-    /// Returns packets handled.
+    /// One round: receive, demux, schedule the owned VRs for a vector per receive queue.
+    /// Returns packets handled (received plus forwarded).
     pub fn poll(&mut self) -> usize {
         self.refresh();
+        if !self.adopting.is_empty() {
+            self.adopt();
+        }
+        if !self.adopting_rx.is_empty() {
+            self.adopt_rx();
+        }
+        let now_ns = self.sh.now_ns();
+        self.now_ns = now_ns;
+        let rounds = self.rx.len().max(1);
         let mut work = 0;
         let mut pressure = false;
-        for q in 0..self.rx.len() {
-            let n = self.rx_one(q);
-            pressure |= n == VECTOR;
-            work += n;
-        }
-        let now_ns = self.epoch.elapsed().as_nanos() as u64;
-        // A VR may get up to one vector per receive queue per poll: what one poll can feed
-        // it. With a single vector per poll, a VR fed full bursts by two ports would fill
-        // its ingress ring and drop there while the worker still had time to forward them.
-        let rounds = self.rx.len().max(1);
-        for i in 0..self.owned.len() {
-            let vr = self.owned[i];
-            for round in 0..rounds {
-                let n = self.run_vr(vr, now_ns, pressure && round == 0);
-                work += n;
-                if n < VECTOR {
-                    break;
+        self.held_back = false;
+        match self.sh.scheduler() {
+            Scheduler::Stride => {
+                let budget = VECTOR * rounds;
+                for q in 0..self.rx.len() {
+                    if !self.rx[q].marks.is_empty() {
+                        self.rx[q].marks.retain(|m| !m.passed());
+                        if !self.rx[q].marks.is_empty() {
+                            continue;
+                        }
+                    }
+                    for k in 0..rounds {
+                        if !self.want_rx(q, budget) {
+                            if k == 0 {
+                                self.held_back = true;
+                                self.sh.worker_counters[self.id].rx_held.add(1);
+                            }
+                            break;
+                        }
+                        let n = self.rx_one(q);
+                        work += n;
+                        if n < VECTOR {
+                            break;
+                        }
+                        pressure = true;
+                    }
+                }
+                work += self.schedule(now_ns, pressure, budget);
+            }
+            Scheduler::RoundRobin => {
+                for q in 0..self.rx.len() {
+                    if !self.rx[q].marks.is_empty() {
+                        self.rx[q].marks.retain(|m| !m.passed());
+                        if !self.rx[q].marks.is_empty() {
+                            continue;
+                        }
+                    }
+                    let n = self.rx_one(q);
+                    pressure |= n == VECTOR;
+                    work += n;
+                }
+                // A VR may get up to one vector per receive queue per poll: what one poll
+                // can feed it.
+                let (fairness, watchdog) = (self.sh.fairness(), self.sh.watchdog());
+                for i in 0..self.owned.len() {
+                    let vr = self.owned[i];
+                    if !self.runnable(vr) {
+                        continue;
+                    }
+                    for round in 0..rounds {
+                        let n = self.run_vr(vr, now_ns, pressure && round == 0, fairness, watchdog);
+                        work += n;
+                        if n < VECTOR {
+                            break;
+                        }
+                    }
                 }
             }
         }
@@ -181,6 +390,28 @@ impl Worker {
         }
         self.drain_retiring();
         work
+    }
+
+    /// Whether receive queue `q` should be polled (again) now (see the module doc).
+    fn want_rx(&mut self, q: usize, budget: usize) -> bool {
+        let t = &self.rx[q].track;
+        if !t.full || t.fed.is_empty() {
+            return true;
+        }
+        let vrs = &mut self.vrs;
+        t.fed.iter().any(|&vr| {
+            let Some(l) = vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
+                return false;
+            };
+            if l.snap.vr.quarantined.load(Ordering::Relaxed) {
+                return false;
+            }
+            let Some(p) = l.producer.as_mut() else {
+                return false;
+            };
+            let level = budget.min(p.capacity().saturating_sub(VECTOR)).max(1);
+            p.queued(level) < level
+        })
     }
 
     fn refresh(&mut self) {
@@ -201,55 +432,140 @@ impl Worker {
                 for p in l.staged.drain(..) {
                     self.sh.pool.free(p);
                 }
-                self.retiring.append(&mut l.consumers);
+                if let Some(mut o) = l.own.take() {
+                    self.retiring.append(&mut o.consumers);
+                }
             }
         }
         if self.vrs.len() < snap.vrs.len() {
             self.vrs.resize_with(snap.vrs.len(), || None);
         }
         self.owned.clear();
+        self.adopting.clear();
         for (i, s) in snap.vrs.iter().enumerate() {
             let Some(s) = s else { continue };
             let l = self.vrs[i].get_or_insert_with(|| {
-                let cfg = &s.vr.config;
                 let producer = s.vr.ingress_tx[self.id]
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .take();
-                let consumers = if s.vr.owner == self.id {
-                    s.vr.ingress_rx
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .take()
-                        .unwrap_or_default()
-                } else {
-                    Vec::new()
-                };
                 LocalVr {
                     snap: s.clone(),
                     producer,
-                    consumers,
-                    next_consumer: 0,
-                    deferred: 0,
+                    own: None,
                     staged: PktVec::new(),
                     staged_bytes: 0,
-                    state: VrState {
-                        icmp_bucket: Bucket::new(cfg.icmp_rate, cfg.icmp_burst),
-                        punt_bucket: Bucket::new(cfg.punt_rate, cfg.punt_burst),
-                        fc4: FlowCache::new(cfg.flow_cache),
-                        fc6: FlowCache::new(cfg.flow_cache),
-                        adj4: AdjCache::default(),
-                        adj6: AdjCache::default(),
-                    },
+                    burst: 0,
                 }
             });
-            // Same VR, maybe new VIFs.
+            // Same VR, maybe new VIFs or a new owner.
             l.snap = s.clone();
-            if s.vr.owner == self.id {
-                self.owned.push(i as VrId);
+            if s.owner == self.id {
+                if l.own.is_some() {
+                    self.owned.push(i as VrId);
+                } else {
+                    self.adopting.push(i as VrId);
+                }
+            } else if let Some(o) = l.own.take() {
+                // Moved away: hand everything to the next owner, between vectors.
+                let mut fences = o.fences;
+                fences.extend(self.tx.fences());
+                let h = Handoff {
+                    consumers: o.consumers,
+                    state: Some(o.state),
+                    sched: o.sched,
+                    fences,
+                };
+                let mut slot = s.vr.handoff.lock().unwrap_or_else(|e| e.into_inner());
+                debug_assert!(slot.is_none(), "only the holder fills the hand-off slot");
+                *slot = Some(h);
             }
         }
+        // Receive queues: let go of those assigned elsewhere, wait for those assigned here.
+        let mut k = 0;
+        while k < self.rx.len() {
+            let qid = self.rx[k].id;
+            if snap.rx_owner.get(qid).is_some_and(|&o| o != self.id) {
+                let mut h = self.rx.swap_remove(k);
+                // Everything received so far sits in this worker's producer rings: the next
+                // holder waits until the owners have taken it.
+                h.marks.extend(
+                    self.vrs
+                        .iter_mut()
+                        .flatten()
+                        .filter_map(|l| l.producer.as_mut())
+                        .filter_map(|p| (p.queued(0) > 0).then(|| p.mark())),
+                );
+                h.track = RxTrack::default();
+                let mut slots = self.sh.rx_slots.lock().unwrap_or_else(|e| e.into_inner());
+                slots[qid] = Some(h);
+            } else {
+                k += 1;
+            }
+        }
+        self.adopting_rx = snap
+            .rx_owner
+            .iter()
+            .enumerate()
+            .filter(|&(q, &o)| o == self.id && !self.rx.iter().any(|h| h.id == q))
+            .map(|(q, _)| q)
+            .collect();
         self.snap = snap;
+    }
+
+    /// Take over the receive queues assigned to this worker that their holder let go.
+    fn adopt_rx(&mut self) {
+        let Ok(mut slots) = self.sh.rx_slots.try_lock() else {
+            return;
+        };
+        let rx = &mut self.rx;
+        self.adopting_rx
+            .retain(|&q| match slots.get_mut(q).and_then(Option::take) {
+                Some(h) => {
+                    rx.push(h);
+                    false
+                }
+                None => true,
+            });
+        // Poll in a stable order (the queues' ids).
+        rx.sort_by_key(|h| h.id);
+    }
+
+    /// Take over the VRs assigned to this worker whose previous owner has let go.
+    fn adopt(&mut self) {
+        let Worker {
+            adopting,
+            vrs,
+            owned,
+            vtime,
+            ..
+        } = self;
+        adopting.retain(|&vr| {
+            let Some(l) = vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
+                return false;
+            };
+            let h = match l.snap.vr.handoff.try_lock() {
+                Ok(mut g) => g.take(),
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner().take(),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            let Some(h) = h else { return true };
+            let mut sched = h.sched;
+            sched.pass = *vtime;
+            l.own = Some(Owned {
+                consumers: h.consumers,
+                next_consumer: 0,
+                deferred: 0,
+                state: h.state.unwrap_or_else(|| VrState::new(&l.snap.vr.config)),
+                sched,
+                fences: h.fences,
+                quarantined: false,
+            });
+            // Keep `owned` in id order (the round-robin baseline runs VRs in that order).
+            let at = owned.partition_point(|&o| o < vr);
+            owned.insert(at, vr);
+            false
+        });
     }
 
     /// Return queued packets of removed VRs to the pool; forget a ring once no producer can
@@ -275,13 +591,24 @@ impl Worker {
             vrs,
             touched,
             snap,
+            now_ns,
             ..
         } = self;
-        let (sh, id) = (&**sh, *id);
+        let (sh, id, now) = (&**sh, *id, *now_ns);
         let pool = &*sh.pool;
-        let (port, ref mut rxq) = rx[q];
+        let RxHeld {
+            id: qid,
+            port,
+            q: rxq,
+            track,
+            ..
+        } = &mut rx[q];
+        let (port, qid) = (*port, *qid);
+        track.fed.clear();
+        track.top = 0;
         let mut v = PktVec::new();
         let n = rxq.rx_burst(pool, &mut v, VECTOR);
+        track.full = n == VECTOR;
         if n == 0 {
             return 0;
         }
@@ -324,7 +651,7 @@ impl Worker {
                         memo = Some((key, r));
                     }
                     tag(pool.meta_mut(&mut p), port, r, &l2);
-                    dropped += Self::stage(sh, id, vrs, touched, r.vr, p, m.len);
+                    dropped += Self::stage(sh, id, now, vrs, touched, r.vr, p, m.len);
                 }
                 Verdict::Flood(members) if !members.is_empty() => {
                     // Copies for all but the last member; the last takes the original.
@@ -341,7 +668,7 @@ impl Worker {
                             continue;
                         };
                         tag(pool.meta_mut(&mut q), port, *r, &l2);
-                        dropped += Self::stage(sh, id, vrs, touched, r.vr, q, m.len);
+                        dropped += Self::stage(sh, id, now, vrs, touched, r.vr, q, m.len);
                     }
                 }
                 Verdict::Flood(_) => {
@@ -357,22 +684,46 @@ impl Worker {
             }
         }
         pc.rx_bytes.add(bytes);
-        dropped += Self::flush_staged(sh, id, vrs, touched);
+        dropped += Self::flush_staged(sh, id, now, vrs, touched, track);
+        // Which VR this queue mostly feeds (placement moves a queue to that VR's owner):
+        // judged on bursts big enough to tell, kept between them.
+        if n >= SIGNIFICANT as usize {
+            let dom = match track.fed.as_slice() {
+                [only] if u32::try_from(n).is_ok_and(|n| track.top * 4 >= n * 3) => {
+                    u32::from(*only) + 1
+                }
+                _ => 0,
+            };
+            if let Some(d) = sh.rx_dominant.get(qid)
+                && d.load(Ordering::Relaxed) != dom
+            {
+                d.store(dom, Ordering::Relaxed);
+            }
+        }
         pc.rx_dropped.add(dropped);
         let dn = &wc.nodes[Node::Demux as usize];
         dn.packets.add(n as u64);
         dn.vectors.add(1);
         dn.sampled_packets.add(n as u64);
-        dn.cycles.add(cycles().wrapping_sub(t1));
+        let t2 = cycles();
+        dn.cycles.add(t2.wrapping_sub(t1));
+        wc.busy_cycles.add(t2.wrapping_sub(t0));
+        wc.rx_packets.add(n as u64);
+        if n == VECTOR {
+            wc.full_rx_cycles.add(t2.wrapping_sub(t0));
+            wc.full_rx_packets.add(n as u64);
+        }
         n
     }
 
-    /// Stage a packet for VR `vr`'s ingress ring; returns packets dropped (ring full) if
-    /// the stage had to be flushed.
+    /// Stage a packet for VR `vr`'s ingress ring; returns packets dropped (ring full,
+    /// policed) if the stage had to be flushed.
     #[inline]
+    #[expect(clippy::too_many_arguments, reason = "the demux loop's split borrows")]
     fn stage(
         sh: &Shared,
         id: usize,
+        now: u64,
         vrs: &mut [Option<LocalVr>],
         touched: &mut Vec<VrId>,
         vr: VrId,
@@ -387,21 +738,37 @@ impl Worker {
         if l.staged.is_empty() {
             touched.push(vr);
         }
+        l.burst += 1;
         l.staged_bytes += u64::from(len);
         l.staged.push(p);
         if l.staged.is_full() {
             // The VR stays in `touched`; its second flush finds nothing.
-            return Self::admit(sh, id, l);
+            return Self::admit(sh, id, now, l);
         }
         0
     }
 
-    /// Push a VR's staged packets onto its ingress ring; returns how many were dropped.
-    fn admit(sh: &Shared, worker: usize, l: &mut LocalVr) -> u64 {
+    /// Push a VR's staged packets onto its ingress ring (after its policer, unless it is
+    /// quarantined); returns how many were dropped.
+    fn admit(sh: &Shared, worker: usize, now: u64, l: &mut LocalVr) -> u64 {
         let pool = &*sh.pool;
-        let c = &l.snap.vr.counters[worker];
-        let n = l.staged.len();
+        let vr = &*l.snap.vr;
+        let c = &vr.counters[worker];
         let mut bytes = core::mem::take(&mut l.staged_bytes);
+        if vr.quarantined.load(Ordering::Relaxed) {
+            let n = l.staged.len() as u64;
+            pool.free_all(&mut l.staged);
+            c.drops[Drop::VrQuarantined as usize].add(n);
+            return n;
+        }
+        let mut policed = 0;
+        if vr.policer.active() {
+            let (pk, by) = vr.policer.police(pool, now, &mut l.staged);
+            bytes -= by;
+            policed = pk;
+            c.drops[Drop::VrPoliced as usize].add(pk);
+        }
+        let n = l.staged.len();
         let pushed = match l.producer.as_mut() {
             Some(prod) => prod.push_burst(&mut l.staged),
             None => 0,
@@ -416,45 +783,162 @@ impl Worker {
         }
         c.rx_packets.add(pushed as u64);
         c.rx_bytes.add(bytes);
-        refused
+        refused + policed
     }
 
     fn flush_staged(
         sh: &Shared,
         id: usize,
+        now: u64,
         vrs: &mut [Option<LocalVr>],
         touched: &mut Vec<VrId>,
+        track: &mut RxTrack,
     ) -> u64 {
         let mut dropped = 0;
         while let Some(vr) = touched.pop() {
             if let Some(l) = vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) {
-                dropped += Self::admit(sh, id, l);
+                dropped += Self::admit(sh, id, now, l);
+                if l.burst >= SIGNIFICANT {
+                    let _ = track.fed.try_push(vr);
+                }
+                track.top = track.top.max(l.burst);
+                l.burst = 0;
             }
         }
         dropped
     }
 
-    /// Run one vector of an owned VR. Returns packets handled.
+    /// Whether an owned VR may run now: not quarantined (a quarantined VR's queued packets
+    /// are dropped here) and not waiting for its previous owner's fences.
+    fn runnable(&mut self, vr: VrId) -> bool {
+        let Some(l) = self.vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
+            return false;
+        };
+        let Some(o) = l.own.as_mut() else {
+            return false;
+        };
+        let q = l.snap.vr.quarantined.load(Ordering::Relaxed);
+        if q {
+            o.quarantined = true;
+            let pool = &*self.sh.pool;
+            let c = &l.snap.vr.counters[self.id];
+            let mut n = 0;
+            for cons in &mut o.consumers {
+                cons.drain(|p| {
+                    n += 1;
+                    pool.free(p);
+                });
+            }
+            while let Some(p) = l.snap.vr.inject.pop() {
+                n += 1;
+                pool.free(p);
+            }
+            c.drops[Drop::VrQuarantined as usize].add(n);
+            return false;
+        }
+        if o.quarantined {
+            // Released: a clean slate.
+            o.quarantined = false;
+            o.sched.history = 0;
+        }
+        if !o.fences.is_empty() {
+            o.fences.retain(|f| !f.passed());
+            if !o.fences.is_empty() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Spend up to `budget` packets of forwarding on the owned VRs, by stride pass.
+    fn schedule(&mut self, now_ns: u64, pressure: bool, budget: usize) -> usize {
+        let (fairness, watchdog) = (self.sh.fairness(), self.sh.watchdog());
+        self.cands.clear();
+        for i in 0..self.owned.len() {
+            let vr = self.owned[i];
+            if !self.runnable(vr) {
+                continue;
+            }
+            let Some(l) = self.vrs[usize::from(vr)].as_mut() else {
+                continue;
+            };
+            let Some(o) = l.own.as_mut() else { continue };
+            let inject = !l.snap.vr.inject.is_empty();
+            let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
+            if backlog == 0 && !inject {
+                continue;
+            }
+            // Under pressure a VR with a short backlog waits (see `run_vr`).
+            if pressure && !inject && o.deferred < MAX_DEFER && backlog < COALESCE {
+                o.deferred += 1;
+                continue;
+            }
+            o.sched.rejoin(self.vtime);
+            self.cands.push(vr);
+        }
+        let mut spent = 0;
+        while spent < budget && !self.cands.is_empty() {
+            let pass = |vrs: &[Option<LocalVr>], vr: VrId| {
+                vrs[usize::from(vr)]
+                    .as_ref()
+                    .and_then(|l| l.own.as_ref())
+                    .map_or(0, |o| o.sched.pass)
+            };
+            let mut best = 0;
+            let mut best_pass = pass(&self.vrs, self.cands[0]);
+            for (j, &c) in self.cands.iter().enumerate().skip(1) {
+                let p = pass(&self.vrs, c);
+                if before(p, best_pass) {
+                    (best, best_pass) = (j, p);
+                }
+            }
+            self.vtime = best_pass;
+            let vr = self.cands[best];
+            let n = self.run_vr(vr, now_ns, false, fairness, watchdog);
+            spent += n;
+            let quarantined = self.vrs[usize::from(vr)]
+                .as_ref()
+                .and_then(|l| l.own.as_ref())
+                .is_none_or(|o| o.quarantined);
+            if n < VECTOR || quarantined {
+                self.cands.swap_remove(best);
+            }
+        }
+        spent
+    }
+
+    /// Run one vector of an owned VR; time it, charge it, let the watchdog judge it.
+    /// Returns packets handled.
     ///
-    /// Under pressure (a receive queue gave a full burst this poll) a VR with a short
-    /// backlog waits for up to [`MAX_DEFER`] polls or until [`COALESCE`] packets are queued:
-    /// with many VRs sharing a port, a burst of 256 split over 100 VRs would otherwise run
-    /// vectors of 2–3 packets, and every per-vector cost (FIB batch setup, tx bursts) would
-    /// be paid per packet — measured at 0.16× the one-VR rate. Without pressure every VR
-    /// runs at once, so a lightly loaded router adds no latency.
-    fn run_vr(&mut self, vr: VrId, now_ns: u64, pressure: bool) -> usize {
+    /// `coalesce` (the round-robin baseline only; the stride scheduler decides before it
+    /// calls): under pressure (a receive queue gave a full burst this poll) a VR with a
+    /// short backlog waits for up to [`MAX_DEFER`] polls or until [`COALESCE`] packets are
+    /// queued: with many VRs sharing a port, a burst of 256 split over 100 VRs would
+    /// otherwise run vectors of 2–3 packets, and every per-vector cost (FIB batch setup, tx
+    /// bursts) would be paid per packet — measured at 0.16× the one-VR rate. Without
+    /// pressure every VR runs at once, so a lightly loaded router adds no latency.
+    fn run_vr(
+        &mut self,
+        vr: VrId,
+        now_ns: u64,
+        coalesce: bool,
+        fairness: Fairness,
+        watchdog: Option<Watchdog>,
+    ) -> usize {
         let Some(l) = self.vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
             return 0;
         };
-        if pressure && l.snap.vr.inject.is_empty() && l.deferred < MAX_DEFER {
-            let backlog: usize = l.consumers.iter().map(Consumer::len).sum();
+        let Some(o) = l.own.as_mut() else { return 0 };
+        if coalesce && l.snap.vr.inject.is_empty() && o.deferred < MAX_DEFER {
+            let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             if backlog < COALESCE {
-                l.deferred += 1;
+                o.deferred += 1;
                 return 0;
             }
         }
-        let waited = l.deferred > 0;
-        l.deferred = 0;
+        let t0 = cycles();
+        let waited = o.deferred > 0;
+        o.deferred = 0;
         let pool = &*self.sh.pool;
         let mut v = PktVec::new();
         // Injected frames first: they are few and carry the control plane's protocols.
@@ -466,21 +950,21 @@ impl Worker {
         }
         let injected = v.len();
         let mut input = PktVec::new();
-        let nc = l.consumers.len();
+        let nc = o.consumers.len();
         for k in 0..nc {
-            let i = (l.next_consumer + k) % nc;
-            l.consumers[i].pop_burst(&mut input, VECTOR);
-            if input.is_full() {
+            let i = (o.next_consumer + k) % nc;
+            o.consumers[i].pop_burst(&mut input, VECTOR - injected);
+            if input.len() + injected == VECTOR {
                 break;
             }
         }
         if nc > 0 {
-            l.next_consumer = (l.next_consumer + 1) % nc;
+            o.next_consumer = (o.next_consumer + 1) % nc;
         }
         if injected == 0 && input.is_empty() {
             return 0;
         }
-        let LocalVr { snap, state, .. } = l;
+        let LocalVr { snap, .. } = l;
         let mut cx = Ctx {
             pool,
             worker: self.id,
@@ -490,16 +974,50 @@ impl Worker {
             nodes: &self.sh.worker_counters[self.id].nodes,
             ports: &self.sh.port_counters,
             tx: &mut self.tx,
-            st: state,
+            st: &mut o.state,
             now_ns,
             waited,
         };
         let n = injected + input.len();
         crate::node::input::inject(&mut cx, &mut v);
         crate::node::input::vr_input(&mut cx, &mut input);
+        let extra = snap.vr.extra_cost.load(Ordering::Relaxed);
+        if extra != 0 {
+            burn(u64::from(extra) * n as u64);
+        }
         let t = cycles();
         cx.flush();
-        cx.count(Node::Tx, n, cycles().wrapping_sub(t));
+        let t1 = cycles();
+        cx.count(Node::Tx, n, t1.wrapping_sub(t));
+        let (cyc, path) = match &mut self.cost_model {
+            Some(f) => {
+                let c = f(&snap.vr, n);
+                (c, c)
+            }
+            None => (t1.wrapping_sub(t0), t.wrapping_sub(t0)),
+        };
+        let c = &snap.vr.counters[self.id];
+        c.vectors.add(1);
+        c.scheduled.add(n as u64);
+        let accounted = o.sched.account(n, cyc);
+        c.cycles.add(accounted);
+        let wc = &self.sh.worker_counters[self.id];
+        wc.busy_cycles.add(accounted);
+        wc.fwd_packets.add(n as u64);
+        if n == VECTOR {
+            wc.full_fwd_cycles.add(accounted);
+            wc.full_fwd_packets.add(n as u64);
+        }
+        let weight = snap.vr.weight.load(Ordering::Relaxed);
+        match o.sched.charge(n, cyc, path, weight, fairness, watchdog) {
+            crate::sched::Verdict::Ok => {}
+            crate::sched::Verdict::Offence => c.watchdog_offences.add(1),
+            crate::sched::Verdict::Quarantine => {
+                c.watchdog_offences.add(1);
+                snap.vr.quarantined.store(true, Ordering::Relaxed);
+                o.quarantined = true;
+            }
+        }
         n
     }
 }

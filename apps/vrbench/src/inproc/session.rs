@@ -113,8 +113,8 @@ impl Session {
         })
     }
 
-    /// Run every worker for `secs` with the given offers (one per worker), and return the
-    /// counter difference. Counters are read with all workers stopped.
+    /// Run every worker for `secs` with the given offers (one per worker; one per VR with
+    /// `--queue-per-vr`), and return the counter difference. Counters are read with all workers stopped.
     pub(crate) fn window(&mut self, secs: f64, offers: &[Offer]) -> anyhow::Result<Window> {
         for (c, o) in self.built.ctl.iter().zip(offers) {
             c.set(*o);
@@ -142,6 +142,11 @@ impl Session {
     /// The data plane under test (to add VRs beside the generated ones).
     pub(crate) fn dataplane(&self) -> &vrhost_dataplane::Dataplane {
         &self.built.dp
+    }
+
+    /// The data plane and its VRs.
+    pub(crate) fn built(&self) -> &Built {
+        &self.built
     }
 
     /// `offer` for every worker.

@@ -34,7 +34,8 @@ use vrhost_fib::{Family, NextHop, NextHopSet, Prefix, V4, V6, tablegen};
 use vrhost_wire::EthernetAddress;
 
 use super::traffic::{
-    Dst4, Dst6, GenConfig, GenCtl, GenRx, GenStats, Offer, Seq, SinkStats, SinkTx, Template,
+    Dst4, Dst6, GenConfig, GenCtl, GenRx, GenStats, Offer, OrderCheck, Seq, SinkStats, SinkTx,
+    Template,
 };
 use super::{Dest, NexthopMode, Scenario};
 
@@ -116,8 +117,12 @@ pub(crate) struct Built {
     pub(crate) gens: Vec<Vec<Arc<GenStats>>>,
     /// `[worker][port]`.
     pub(crate) sinks: Vec<Vec<Arc<SinkStats>>>,
-    /// Each worker's offered load (all off until set).
+    /// Each worker's offered load (all off until set); with `--queue-per-vr`, each VR's.
     pub(crate) ctl: Vec<Arc<GenCtl>>,
+    /// With `--queue-per-vr`: each VR's generator queue's counters, by VR index.
+    pub(crate) vr_gens: Vec<Arc<GenStats>>,
+    /// With `--queue-per-vr` (IPv4): the sinks' check that each VR's frames stay in order.
+    pub(crate) order: Arc<super::traffic::OrderCheck>,
     /// Routes installed over all VRs (generated + default).
     pub(crate) routes: usize,
     /// Seconds spent generating tables and loading FIBs.
@@ -250,8 +255,54 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
     let mut sinks = Vec::new();
     let mut ctls = Vec::new();
     let mut distinct_dsts = 0;
+    let vr_ctls: Vec<Arc<GenCtl>> = (0..sc.vrs).map(|_| GenCtl::new(Offer::Off)).collect();
+    let order = OrderCheck::new(sc.vrs);
+    let mut vr_gens: Vec<Option<Arc<GenStats>>> = vec![None; sc.vrs];
     for w in 0..sc.workers {
         let owned: Vec<usize> = (w..sc.vrs).step_by(sc.workers).collect();
+        if sc.queue_per_vr {
+            let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
+            let mut producers = Vec::new();
+            let mut wg = Vec::new();
+            for &k in &owned {
+                let (seq, distinct) = if sc.ipv6 {
+                    sequence::<V6>(sc, &vrs, &[k], tables, w)?
+                } else {
+                    sequence::<V4>(sc, &vrs, &[k], tables, w)?
+                };
+                distinct_dsts += distinct;
+                let (mut prod, cons) = ring(per_gen.next_power_of_two());
+                let (g, st) = GenRx::new(
+                    GenConfig {
+                        templates: vec![templates[k].clone()].into(),
+                        seq: Arc::new(seq),
+                        start: 0,
+                        ctl: vr_ctls[k].clone(),
+                        queues: 1,
+                        tsc_hz,
+                        rx_ring: sc.rx_ring,
+                        stamp: !sc.ipv6,
+                    },
+                    &pool,
+                    cons,
+                    &mut prod,
+                );
+                producers.push(prod);
+                rx.push((PORT_GEN, Box::new(g)));
+                vr_gens[k] = Some(st.clone());
+                wg.push(st);
+            }
+            let (s0, st0) = SinkTx::new(Vec::new(), frame_len);
+            let (mut s1, st1) = SinkTx::new(producers, frame_len);
+            if !sc.ipv6 {
+                s1.check_order(order.clone());
+            }
+            let tx: Vec<Box<dyn TxQueue>> = vec![Box::new(s0), Box::new(s1)];
+            workers.push(dp.worker(w, rx, tx)?);
+            gens.push(wg);
+            sinks.push(vec![st0, st1]);
+            continue;
+        }
         let (seq, distinct) = if sc.ipv6 {
             sequence::<V6>(sc, &vrs, &owned, tables, w)?
         } else {
@@ -275,6 +326,7 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
                     queues: sc.gen_queues,
                     tsc_hz,
                     rx_ring: sc.rx_ring,
+                    stamp: false,
                 },
                 &pool,
                 cons,
@@ -294,6 +346,9 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
         sinks.push(vec![st0, st1]);
         ctls.push(ctl);
     }
+    if sc.queue_per_vr {
+        ctls = vr_ctls;
+    }
     Ok(Built {
         dp,
         vrs,
@@ -301,6 +356,8 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
         gens,
         sinks,
         ctl: ctls,
+        vr_gens: vr_gens.into_iter().flatten().collect(),
+        order,
         routes,
         fib_s,
         distinct_dsts,
@@ -557,9 +614,33 @@ fn sequence<F: Fam>(
     };
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(sc.seed ^ 0xd5 ^ ((w as u64) << 32));
     let mut cursor = vec![0usize; nv];
+    // Cumulative shares of the VRs (`--` equal unless the scenario gives a mix).
+    let cum: Vec<f64> = match &sc.vr_mix {
+        Some(m) if nv > 1 => {
+            let ws: Vec<f64> = owned
+                .iter()
+                .map(|&k| m.get(k).copied().unwrap_or(1.0))
+                .collect();
+            let t: f64 = ws.iter().sum();
+            ws.iter()
+                .scan(0.0, |a, w| {
+                    *a += w / t;
+                    Some(*a)
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    };
     let seq: Box<[F::D]> = (0..SEQ_LEN)
         .map(|_| {
-            let v = if nv == 1 { 0 } else { rng.gen_range(0..nv) };
+            let v = if nv == 1 {
+                0
+            } else if cum.is_empty() {
+                rng.gen_range(0..nv)
+            } else {
+                let x: f64 = rng.r#gen();
+                cum.iter().position(|&c| x < c).unwrap_or(nv - 1)
+            };
             let l = &lists[v];
             let i = if sc.flows.is_some() {
                 rng.gen_range(0..l.len())

@@ -68,6 +68,56 @@ pub(crate) struct SinkStats {
     pub(crate) packets: Counter,
     /// Their bytes (without FCS).
     pub(crate) bytes: Counter,
+    /// Frames whose order was checked ([`OrderCheck`]).
+    pub(crate) checked: Counter,
+}
+
+/// Checks, at the sinks, that each VR's frames leave in the order its generator queue made
+/// them (with `--queue-per-vr`, each queue stamps a sequence number into the UDP payload).
+/// Shared by the sinks of all workers: a VR's frames pass one worker at a time, and a move
+/// between workers goes through a mutex, which orders one sink's stores before the next
+/// one's loads.
+#[derive(Debug)]
+pub(crate) struct OrderCheck {
+    /// Per VR: the last sequence number seen + 1 (0: none yet); a cache line each, so two
+    /// workers' sinks never share one.
+    last: Box<[Padded]>,
+    /// Frames that arrived with a sequence number not above the last one seen (rare: the
+    /// only write two sinks may share).
+    pub(crate) reordered: AtomicU64,
+}
+
+/// An atomic alone on its cache lines (two, against the adjacent-line prefetcher).
+#[derive(Debug)]
+#[repr(align(128))]
+struct Padded(AtomicU64);
+
+/// Where the stamp sits: the first bytes of the UDP payload (IPv4).
+pub(crate) const STAMP_AT: usize = 14 + 20 + 8;
+
+impl OrderCheck {
+    pub(crate) fn new(vrs: usize) -> Arc<OrderCheck> {
+        Arc::new(OrderCheck {
+            last: (0..vrs).map(|_| Padded(AtomicU64::new(0))).collect(),
+            reordered: AtomicU64::new(0),
+        })
+    }
+
+    fn see(&self, frame: &[u8]) {
+        // The egress VIF's MAC (02:76:72:01:hi:lo) names the VR.
+        let vr = usize::from(u16::from_be_bytes([frame[10], frame[11]]));
+        let seq = u64::from(u32::from_be_bytes(
+            frame[STAMP_AT..STAMP_AT + 4].try_into().expect("4 bytes"),
+        ));
+        let Some(Padded(last)) = self.last.get(vr) else {
+            return;
+        };
+        let prev = last.load(Ordering::Relaxed);
+        if prev != 0 && seq < prev {
+            self.reordered.fetch_add(1, Ordering::Relaxed);
+        }
+        last.store(seq + 1, Ordering::Relaxed);
+    }
 }
 
 /// One IPv4 destination of the sequence: the address and the index of the VR's template.
@@ -192,6 +242,8 @@ pub(crate) struct GenRx {
     /// Queues of this worker sharing its offered rate.
     share: f64,
     tsc_hz: f64,
+    /// The next sequence number to stamp into each frame (IPv4 only), if stamping.
+    stamp: Option<u32>,
 }
 
 impl core::fmt::Debug for GenRx {
@@ -221,6 +273,8 @@ pub(crate) struct GenConfig {
     pub(crate) tsc_hz: f64,
     /// Modelled rx ring size, and slots primed into the recycle ring.
     pub(crate) rx_ring: usize,
+    /// Stamp a sequence number into every frame (for [`OrderCheck`]; IPv4).
+    pub(crate) stamp: bool,
 }
 
 impl GenRx {
@@ -270,6 +324,7 @@ impl GenRx {
             pace,
             share: c.queues as f64,
             tsc_hz: c.tsc_hz,
+            stamp: c.stamp.then_some(0),
         };
         (g, stats)
     }
@@ -423,6 +478,12 @@ impl RxQueue for GenRx {
                 }
             }
         }
+        if let Some(seq) = self.stamp.as_mut() {
+            for p in out[start..].iter_mut() {
+                pool.frame_mut(p)[STAMP_AT..STAMP_AT + 4].copy_from_slice(&seq.to_be_bytes());
+                *seq = seq.wrapping_add(1);
+            }
+        }
         self.stats.generated.add(got as u64);
         got
     }
@@ -436,6 +497,7 @@ pub(crate) struct SinkTx {
     recycle: Vec<Producer>,
     next: usize,
     len: u16,
+    order: Option<Arc<OrderCheck>>,
 }
 
 impl core::fmt::Debug for SinkTx {
@@ -455,8 +517,14 @@ impl SinkTx {
             recycle,
             next: 0,
             len: len as u16,
+            order: None,
         };
         (s, stats)
+    }
+
+    /// Check the order of the frames that reach this sink.
+    pub(crate) fn check_order(&mut self, o: Arc<OrderCheck>) {
+        self.order = Some(o);
     }
 }
 
@@ -470,14 +538,34 @@ impl TxQueue for SinkTx {
             bytes += u64::from(m.len);
             ours &= m.off == HEADROOM as u16 && m.len == self.len;
         }
+        if let Some(o) = &self.order {
+            let mut k = 0;
+            for p in pkts.iter() {
+                let f = pool.frame(p);
+                if f.len() >= STAMP_AT + 4 {
+                    o.see(f);
+                    k += 1;
+                }
+            }
+            self.stats.checked.add(k);
+        }
         self.stats.packets.add(n as u64);
         self.stats.bytes.add(bytes);
         if ours && !self.recycle.is_empty() {
             let i = self.next;
-            self.next = (i + 1) % self.recycle.len();
-            self.recycle[i].push_burst(pkts);
+            let k = self.recycle.len();
+            self.next = (i + 1) % k;
+            // Rings in turn, the next one if a ring is full: a generator queue the worker
+            // does not poll (held back, or moved to another worker) stops taking slots, and
+            // they must not all go back through the pool.
+            for j in 0..k {
+                self.recycle[(i + j) % k].push_burst(pkts);
+                if pkts.is_empty() {
+                    break;
+                }
+            }
         }
-        // Not ours (an ICMP error, a resized frame), or the ring was full.
+        // Not ours (an ICMP error, a resized frame), or every ring was full.
         pool.free_all(pkts);
         n
     }
@@ -513,6 +601,7 @@ mod tests {
                 queues: 1,
                 tsc_hz: 1e9,
                 rx_ring,
+                stamp: false,
             },
             pool,
             cons,

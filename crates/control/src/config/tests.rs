@@ -124,6 +124,20 @@ fn bad_values_are_refused_with_their_field() {
             "vr.vif.mac",
         ),
         ("weight = 2", "weight = 0", "vr.weight"),
+        ("weight = 2", "weight = -3", "vr.weight"),
+        ("weight = 2", "weight = 1000001", "vr.weight"),
+        ("weight = 2", "weight = 2\nworker = 1", "vr.worker"),
+        ("weight = 2", "weight = 2\nworker = -1", "vr.worker"),
+        (
+            "weight = 2",
+            "weight = 2\npolicer_pps = 0",
+            "vr.policer_pps",
+        ),
+        (
+            "weight = 2",
+            "weight = 2\npolicer_bps = -5",
+            "vr.policer_bps",
+        ),
         ("vlan = 7", "vlan = 4095", "vr.vif.vlan"),
         ("port = \"p1\"", "port = \"p9\"", "vr.vif.port"),
         ("\"10.0.1.1/24\"]", "\"10.0.1.1/33\"]", "vr.vif.addresses"),
@@ -152,14 +166,62 @@ fn bad_values_are_refused_with_their_field() {
         assert_ne!(text, with(VR), "case {to} did not change the file");
         let e = err(&text);
         assert_eq!(e.field, *field, "{to}: {e}");
-        let want = text
-            .lines()
-            .position(|l| l.contains(to.trim_end()))
-            .unwrap()
-            + 1;
+        let last = to.trim_end().lines().last().unwrap();
+        let want = text.lines().position(|l| l.contains(last)).unwrap() + 1;
         assert_eq!(e.line, want, "{to}: {e}");
         assert!(e.to_string().starts_with(&format!("t.toml:{want}:")), "{e}");
     }
+}
+
+#[test]
+fn fairness_fields_are_planned_and_bad_ones_name_the_vr() {
+    let text = with(&VR.replace(
+        "weight = 2",
+        "weight = 3\nworker = 0\npolicer_pps = 100000\npolicer_bps = 500000000",
+    ))
+    .replace(
+        "cores = [0]",
+        "cores = [0]\nfairness = \"cycles\"\nwatchdog_us = 500",
+    );
+    let c = Config::parse("t.toml", &text).unwrap();
+    assert_eq!(c.dataplane.fairness, FairnessSpec::Cycles);
+    assert_eq!(*c.dataplane.watchdog_us.get_ref(), 500);
+    let p = &c.plans()[0];
+    assert_eq!(
+        (p.weight, p.worker, p.policer_pps, p.policer_bps),
+        (3, Some(0), Some(100_000), Some(500_000_000))
+    );
+    // Defaults: packets fairness, a 2 ms watchdog, no policer, placed by load.
+    let d = Config::parse("t.toml", &with(VR)).unwrap();
+    assert_eq!(d.dataplane.fairness, FairnessSpec::Packets);
+    assert_eq!(*d.dataplane.watchdog_us.get_ref(), 2000);
+    let p = &d.plans()[0];
+    assert_eq!((p.worker, p.policer_pps, p.policer_bps), (None, None, None));
+
+    // Every refusal names the VR as well as the field.
+    for (to, field) in [
+        ("weight = 0", "vr.weight"),
+        ("weight = -1", "vr.weight"),
+        ("worker = 4", "vr.worker"),
+        ("policer_pps = 0", "vr.policer_pps"),
+        ("policer_bps = 0", "vr.policer_bps"),
+    ] {
+        let e = err(&with(&VR.replace("weight = 2", to)));
+        assert_eq!(e.field, field);
+        assert!(e.message.contains("VR \"blue\""), "{e}");
+    }
+    let e = err(&with(&VR.replace("weight = 2", "worker = 4")));
+    assert!(e.message.contains("workers are 0..=0"), "{e}");
+
+    let e = err(&BASE.replace("cores = [0]", "cores = [0]\nfairness = \"bytes\""));
+    assert_eq!(e.field, "fairness", "{e}");
+    assert!(e.message.contains("packets"), "{e}");
+    let e = err(&BASE.replace("cores = [0]", "cores = [0]\nscaling = \"elastic\""));
+    assert_eq!(e.field, "scaling", "{e}");
+    let e = err(&BASE.replace("cores = [0]", "cores = [0]\nwatchdog_us = -1"));
+    assert_eq!(e.field, "dataplane.watchdog_us");
+    let e = err(&BASE.replace("cores = [0]", "cores = [0]\nwatchdog_strikes = 33"));
+    assert_eq!(e.field, "dataplane.watchdog_strikes");
 }
 
 #[test]
@@ -225,6 +287,12 @@ fn reload_tells_what_needs_a_restart() {
     assert_eq!(a.restart_needed(&b), None);
     let c = Config::parse("t.toml", &with(VR).replace("\"lo2\"", "\"lo3\"")).unwrap();
     assert!(a.restart_needed(&c).is_some());
+    // Fairness and the watchdog apply while running; cores do not.
+    let f = with(VR).replace("cores = [0]", "cores = [0]\nfairness = \"cycles\"");
+    let f = Config::parse("t.toml", &f).unwrap();
+    assert_eq!(a.restart_needed(&f), None);
+    let g = Config::parse("t.toml", &with(VR).replace("cores = [0]", "cores = [1]")).unwrap();
+    assert!(a.restart_needed(&g).is_some());
 }
 
 #[test]

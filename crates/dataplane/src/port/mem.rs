@@ -9,7 +9,7 @@ use crate::pool::{Pkt, Pool};
 use crate::ring::{Consumer, Producer, ring};
 use crate::vector::PktVec;
 
-use super::{RxQueue, TxQueue};
+use super::{Fence, RxQueue, TxQueue};
 
 /// The data plane's receive end of one queue.
 #[derive(Debug)]
@@ -62,6 +62,16 @@ impl TxQueue for MemTx {
     #[inline]
     fn tx_burst(&mut self, _pool: &Pool, pkts: &mut PktVec) -> usize {
         self.0.push_burst(pkts)
+    }
+
+    fn fence(&mut self) -> Option<Box<dyn Fence>> {
+        Some(Box::new(self.0.mark()))
+    }
+}
+
+impl Fence for crate::ring::Mark {
+    fn passed(&self) -> bool {
+        crate::ring::Mark::passed(self)
     }
 }
 

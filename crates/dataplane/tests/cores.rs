@@ -1,0 +1,297 @@
+//! On-demand forwarding cores: workers join and leave while traffic runs, and VRs and
+//! receive queues move with them without losing or reordering a packet.
+//!
+//! Two workers; port 0 has a receive queue per worker, and each of the two VRs gets its
+//! frames on its own queue (as with NIC filters by MAC), so a queue follows its VR when the
+//! VR moves; port 1 is the egress, a transmit queue per worker. The data plane starts on
+//! worker 0 alone (worker 1 holds nothing); then the test switches between one and two
+//! workers every few hundred microseconds while a feeder keeps both queues busy, and the
+//! sink checks every frame leaves once, in order per VR.
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use vrhost_dataplane::port::mem;
+use vrhost_dataplane::port::{RxQueue, TxQueue};
+use vrhost_dataplane::scale::{ScalePolicy, Scaler};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VrConfig};
+use vrhost_fib::NextHop;
+use vrhost_wire::EthernetAddress;
+
+const NH: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
+const NBR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x02]);
+const TAG_AT: usize = 14 + 20 + 8;
+const RING: usize = 8192;
+
+fn frame(vr: u8, seq: u32) -> Vec<u8> {
+    let mut payload = vec![vr];
+    payload.extend_from_slice(&seq.to_be_bytes());
+    let l3 = udp4(
+        Ipv4Addr::new(10, 0, 0, 2),
+        Ipv4Addr::new(198, 51, 100, 7),
+        64,
+        1000,
+        2000,
+        &payload,
+    );
+    eth(mac(1 + 2 * vr), HOST_MAC, None, 0x0800, &l3)
+}
+
+#[test]
+fn workers_join_and_leave_under_traffic_without_loss_or_reordering() {
+    let pool = Pool::new(4 * RING);
+    let dp = Dataplane::new(
+        pool.clone(),
+        DataplaneConfig {
+            workers: 2,
+            ports: vec!["in".into(), "out".into()],
+        },
+    )
+    .unwrap();
+    let (mut ports, mut peers): (Vec<_>, Vec<_>) = (0..2).map(|_| mem::port(2, 2, RING)).unzip();
+    let workers: Vec<_> = (0..2)
+        .map(|w| {
+            let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
+            let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
+            for (p, port) in ports.iter_mut().enumerate() {
+                rx.push((p as u16, Box::new(port.rx.remove(0))));
+                tx.push(Box::new(port.tx.remove(0)));
+            }
+            dp.worker(w, rx, tx).unwrap()
+        })
+        .collect();
+    for (i, name) in ["x", "y"].iter().enumerate() {
+        let mut cfg = VrConfig::new(*name);
+        cfg.ingress_ring = RING;
+        let vr = dp.add_vr(cfg).unwrap();
+        let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
+        let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
+        let m = 2 * i as u8;
+        dp.add_vif(name, vif("in", 0, mac(1 + m), vec![a])).unwrap();
+        dp.add_vif(name, vif("out", 1, mac(2 + m), vec![b]))
+            .unwrap();
+        vr.fib4
+            .insert(
+                "198.51.100.0/24".parse().unwrap(),
+                NextHop::Via {
+                    addr: NH.into(),
+                    ifindex: 1,
+                },
+            )
+            .unwrap();
+        vr.neigh.set(1, NH.into(), NBR_MAC);
+    }
+    // Start on worker 0 alone: everything of worker 1 moves there.
+    dp.set_active_workers(1).unwrap();
+    let ws = dp.worker_stats();
+    assert_eq!((ws[0].vrs, ws[0].rx_queues), (2, 4));
+    assert_eq!((ws[1].vrs, ws[1].rx_queues, ws[1].active), (0, 0, false));
+
+    let mut ingress = peers.remove(0);
+    let mut egress = peers.remove(0);
+    const N: u32 = 60_000;
+    const WINDOW: u64 = 2048;
+    let stop = AtomicBool::new(false);
+    let (fed, taken) = (AtomicU64::new(0), AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut next = [0u32; 2];
+    let mut by_worker = [0u64; 2];
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let (switches, saw_two) = std::thread::scope(|s| {
+        let _stop = Stop(&stop);
+        for mut w in workers {
+            let stop = &stop;
+            s.spawn(move || w.run(stop));
+        }
+        let (pool2, fed2, taken2, stop2) = (&pool, &fed, &taken, &stop);
+        s.spawn(move || {
+            for seq in 0..N {
+                while fed2.load(Ordering::Relaxed) - taken2.load(Ordering::Relaxed) >= WINDOW {
+                    if Instant::now() > deadline || stop2.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::yield_now();
+                }
+                for vr in 0..2u8 {
+                    // VR x's frames on queue 0, y's on queue 1.
+                    let f = frame(vr, seq);
+                    while !ingress.send(pool2, usize::from(vr), &f) {
+                        if Instant::now() > deadline || stop2.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+                fed2.fetch_add(2, Ordering::Relaxed);
+            }
+        });
+        let mut got = 0u64;
+        let mut switches = 0;
+        let mut saw_two = false;
+        let mut last = Instant::now();
+        let mut last_got = 0;
+        while got < 2 * u64::from(N) {
+            assert!(Instant::now() < deadline, "only {got} frames out");
+            let mut k = 0;
+            for (w, c) in egress.tx.iter_mut().enumerate() {
+                while let Some(p) = c.pop() {
+                    let f = pool.frame(&p);
+                    let vr = usize::from(f[TAG_AT]);
+                    let seq = u32::from_be_bytes(f[TAG_AT + 1..TAG_AT + 5].try_into().unwrap());
+                    pool.free(p);
+                    assert_eq!(seq, next[vr], "VR {vr}: lost, duplicated or reordered");
+                    next[vr] += 1;
+                    by_worker[w] += 1;
+                    k += 1;
+                }
+            }
+            got += k;
+            taken.fetch_add(k, Ordering::Relaxed);
+            if k == 0 {
+                std::thread::yield_now();
+            }
+            // Switch every few hundred microseconds, once each VR has forwarded something
+            // since the last switch (placement moves VRs by the load it measured).
+            if last.elapsed() > Duration::from_micros(400) && got >= last_got + 512 {
+                last_got = got;
+                let n = if dp.active_workers() == 1 { 2 } else { 1 };
+                dp.set_active_workers(n).unwrap();
+                if n == 2 {
+                    let ws = dp.worker_stats();
+                    saw_two |= ws[1].vrs == 1 && ws[1].rx_queues >= 1;
+                }
+                switches += 1;
+                last = Instant::now();
+            }
+        }
+        (switches, saw_two)
+    });
+    assert!(switches > 20, "only {switches} switches");
+    assert!(saw_two, "worker 1 never got a VR and its queue");
+    assert!(by_worker[1] > 0, "worker 1 never forwarded");
+    for name in ["x", "y"] {
+        let s = dp.vr(name).unwrap().stats();
+        assert_eq!(s.nonzero_drops(), vec![], "{name}");
+        assert_eq!((s.rx_packets, s.tx_packets), (u64::from(N), u64::from(N)));
+    }
+    assert_eq!(next, [N, N]);
+}
+
+/// The scaler adds a worker when worker 0 is saturated and gives it back when the load
+/// falls (driven by hand: loads come from the workers' counters).
+#[test]
+fn the_scaler_follows_the_load() {
+    let pool = Pool::new(4 * RING);
+    let dp = Dataplane::new(
+        pool.clone(),
+        DataplaneConfig {
+            workers: 2,
+            ports: vec!["in".into(), "out".into()],
+        },
+    )
+    .unwrap();
+    let (mut ports, mut peers): (Vec<_>, Vec<_>) = (0..2).map(|_| mem::port(2, 2, RING)).unzip();
+    let mut workers: Vec<_> = (0..2)
+        .map(|w| {
+            let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
+            let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
+            for (p, port) in ports.iter_mut().enumerate() {
+                rx.push((p as u16, Box::new(port.rx.remove(0))));
+                tx.push(Box::new(port.tx.remove(0)));
+            }
+            dp.worker(w, rx, tx).unwrap()
+        })
+        .collect();
+    for (i, name) in ["x", "y"].iter().enumerate() {
+        let vr = dp.add_vr(VrConfig::new(*name)).unwrap();
+        let m = 2 * i as u8;
+        let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
+        let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
+        dp.add_vif(name, vif("in", 0, mac(1 + m), vec![a])).unwrap();
+        dp.add_vif(name, vif("out", 1, mac(2 + m), vec![b]))
+            .unwrap();
+        vr.fib4
+            .insert(
+                "198.51.100.0/24".parse().unwrap(),
+                NextHop::Via {
+                    addr: NH.into(),
+                    ifindex: 1,
+                },
+            )
+            .unwrap();
+        vr.neigh.set(1, NH.into(), NBR_MAC);
+    }
+    dp.set_active_workers(1).unwrap();
+    // Low thresholds: here the test thread builds every frame between polls, so even a
+    // saturated worker spends a good part of each interval waiting for the next burst.
+    let mut sc = Scaler::new(ScalePolicy {
+        high: 0.15,
+        up: 2,
+        low: 0.05,
+        down: 2,
+    });
+    sc.tick(&dp);
+    // Keep worker 0 busy: a full burst on both queues every poll.
+    let busy = |dp: &Dataplane,
+                workers: &mut Vec<vrhost_dataplane::Worker>,
+                peers: &mut Vec<mem::MemPeer>| {
+        let t = Instant::now();
+        let frames = [frame(0, 0), frame(1, 0)];
+        while t.elapsed() < Duration::from_millis(20) {
+            for (vr, f) in frames.iter().enumerate() {
+                for _ in 0..256 {
+                    assert!(peers[0].send(&pool, vr, f));
+                }
+            }
+            for w in workers.iter_mut() {
+                w.poll();
+            }
+            peers[1].recv_all(&pool);
+        }
+        let _ = dp;
+    };
+    let mut grew = false;
+    // (The first intervals are slower: the pool's pages are touched for the first time.)
+    for _ in 0..30 {
+        busy(&dp, &mut workers, &mut peers);
+        if sc.tick(&dp).changed.is_some() {
+            grew = true;
+            break;
+        }
+    }
+    assert!(grew, "never added a worker");
+    assert_eq!(dp.active_workers(), 2);
+    // Idle: the load fits on one.
+    let mut shrank = false;
+    for _ in 0..30 {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(20) {
+            for w in workers.iter_mut() {
+                w.poll();
+            }
+        }
+        if sc.tick(&dp).changed.is_some() {
+            shrank = true;
+            break;
+        }
+    }
+    assert!(shrank, "never gave the worker back");
+    assert_eq!(dp.active_workers(), 1);
+    for w in workers.iter_mut() {
+        w.poll();
+    }
+    for w in workers.iter_mut() {
+        w.poll();
+    }
+    let ws = dp.worker_stats();
+    assert_eq!((ws[1].vrs, ws[1].rx_queues), (0, 0));
+}

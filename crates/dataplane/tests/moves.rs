@@ -1,0 +1,357 @@
+//! Moving a VR between workers: it never runs on two workers at once, its packets are
+//! neither lost nor reordered, and the new owner sends nothing of the VR until the old
+//! owner's transmit queues have passed what the VR gave them.
+//!
+//! Two workers; port 0 has a receive queue per worker (frames of a flow stay on one queue,
+//! as with RSS), port 1 is the egress with a transmit queue per worker. VR "m" receives on
+//! port 0 and routes out of port 1. Each frame carries (queue, sequence): order is checked
+//! per receive queue, in the order the sink takes frames off the two transmit queues.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use vrhost_dataplane::port::mem::{self, MemPeer};
+use vrhost_dataplane::port::{RxQueue, TxQueue};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VrConfig, Worker};
+use vrhost_fib::NextHop;
+use vrhost_wire::EthernetAddress;
+
+const NH: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
+const NBR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x02]);
+const TAG_AT: usize = 14 + 20 + 8;
+const RING: usize = 8192;
+
+struct Two {
+    pool: Arc<Pool>,
+    dp: Dataplane,
+    workers: Vec<Worker>,
+    /// Port 0 (ingress), port 1 (egress).
+    peers: Vec<MemPeer>,
+}
+
+fn two() -> Two {
+    let t = two_with(&["m"]);
+    t.dp.pin_vr("m", Some(0)).unwrap();
+    t
+}
+
+/// Two workers and VRs `names` (VR i: MAC `mac(1 + 2i)` on port 0, `mac(2 + 2i)` on port
+/// 1), all starting on worker 0.
+fn two_with(names: &[&str]) -> Two {
+    let pool = Pool::new(4 * RING);
+    let dp = Dataplane::new(
+        pool.clone(),
+        DataplaneConfig {
+            workers: 2,
+            ports: vec!["in".into(), "out".into()],
+        },
+    )
+    .unwrap();
+    let (mut ports, peers): (Vec<_>, Vec<_>) = (0..2).map(|_| mem::port(2, 2, RING)).unzip();
+    let workers = (0..2)
+        .map(|w| {
+            let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
+            let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
+            for (p, port) in ports.iter_mut().enumerate() {
+                rx.push((p as u16, Box::new(port.rx.remove(0))));
+                tx.push(Box::new(port.tx.remove(0)));
+            }
+            dp.worker(w, rx, tx).unwrap()
+        })
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        let mut cfg = VrConfig::new(*name);
+        cfg.worker = Some(0);
+        cfg.ingress_ring = RING;
+        let vr = dp.add_vr(cfg).unwrap();
+        dp.pin_vr(name, None).unwrap();
+        let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
+        let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
+        let m = 2 * i as u8;
+        dp.add_vif(name, vif("in", 0, mac(1 + m), vec![a])).unwrap();
+        dp.add_vif(name, vif("out", 1, mac(2 + m), vec![b]))
+            .unwrap();
+        vr.fib4
+            .insert(
+                "198.51.100.0/24".parse().unwrap(),
+                NextHop::Via {
+                    addr: NH.into(),
+                    ifindex: 1,
+                },
+            )
+            .unwrap();
+        vr.neigh.set(1, NH.into(), NBR_MAC);
+    }
+    Two {
+        pool,
+        dp,
+        workers,
+        peers,
+    }
+}
+
+fn frame(q: u8, seq: u32) -> Vec<u8> {
+    let mut payload = vec![q];
+    payload.extend_from_slice(&seq.to_be_bytes());
+    let l3 = udp4(
+        Ipv4Addr::new(10, 0, 0, 2),
+        Ipv4Addr::new(198, 51, 100, 7),
+        64,
+        1000,
+        2000,
+        &payload,
+    );
+    eth(mac(1), HOST_MAC, None, 0x0800, &l3)
+}
+
+/// The sink: takes frames off the egress port's transmit queues (worker 0's, then 1's)
+/// and checks each receive queue's frames arrive once and in order.
+#[derive(Default)]
+struct Sink {
+    next: HashMap<u8, u32>,
+    /// Frames taken from each worker's transmit queue.
+    by_worker: [u64; 2],
+}
+
+impl Sink {
+    fn drain(&mut self, pool: &Pool, peer: &mut MemPeer, workers: &[usize]) -> u64 {
+        let mut n = 0;
+        for &w in workers {
+            while let Some(p) = peer.tx[w].pop() {
+                let f = pool.frame(&p);
+                assert_eq!(EthernetAddress::from_bytes(&f[..6]), NBR_MAC);
+                let q = f[TAG_AT];
+                let seq = u32::from_be_bytes(f[TAG_AT + 1..TAG_AT + 5].try_into().unwrap());
+                pool.free(p);
+                let next = self.next.entry(q).or_default();
+                assert_eq!(seq, *next, "queue {q}: reordered, lost or duplicated");
+                *next += 1;
+                self.by_worker[w] += 1;
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+#[test]
+fn a_moved_vr_waits_for_the_old_owners_transmit_queue() {
+    let Two {
+        pool,
+        dp,
+        mut workers,
+        mut peers,
+    } = two();
+    let m = dp.vr("m").unwrap();
+    let mut seq = [0u32; 2];
+    let mut feed = |peers: &mut [MemPeer], n: usize| {
+        for _ in 0..n {
+            for q in 0..2u8 {
+                assert!(peers[0].send(&pool, usize::from(q), &frame(q, seq[usize::from(q)])));
+                seq[usize::from(q)] += 1;
+            }
+        }
+    };
+    feed(&mut peers, 100);
+    // Worker 1 receives queue 1's frames for worker 0; worker 0 forwards both queues'.
+    workers[1].poll();
+    workers[0].poll();
+    assert_eq!(m.stats().tx_packets, 200);
+    assert_eq!(peers[1].tx[0].len(), 200, "still in worker 0's tx queue");
+
+    feed(&mut peers, 50);
+    dp.move_vr("m", 1).unwrap();
+    assert_eq!(m.owner(), 1);
+    // Worker 0 lets go (and still receives queue 0's frames, for the new owner).
+    workers[0].poll();
+    // Worker 1 takes over but may not send yet: worker 0's queue has not sent the 200.
+    for _ in 0..3 {
+        workers[1].poll();
+    }
+    assert_eq!(m.stats().tx_packets, 200);
+    assert!(
+        peers[1].tx[1].is_empty(),
+        "sent before the old owner's frames left"
+    );
+    let mut sink = Sink::default();
+    assert_eq!(sink.drain(&pool, &mut peers[1], &[0]), 200);
+    // Now it runs.
+    workers[1].poll();
+    assert_eq!(m.stats().tx_packets, 300);
+    workers[0].poll();
+    assert_eq!(m.stats().tx_packets, 300, "worker 0 no longer runs it");
+    assert_eq!(sink.drain(&pool, &mut peers[1], &[0, 1]), 100);
+    assert_eq!(sink.by_worker, [200, 100]);
+
+    // And back, with traffic queued on both sides.
+    feed(&mut peers, 30);
+    workers[0].poll();
+    dp.move_vr("m", 0).unwrap();
+    workers[1].poll();
+    workers[0].poll();
+    sink.drain(&pool, &mut peers[1], &[0, 1]);
+    for _ in 0..3 {
+        workers[0].poll();
+        workers[1].poll();
+    }
+    sink.drain(&pool, &mut peers[1], &[0, 1]);
+    assert_eq!(sink.next[&0], 180);
+    assert_eq!(sink.next[&1], 180);
+    let s = m.stats();
+    assert_eq!((s.rx_packets, s.tx_packets, s.total_drops()), (360, 360, 0));
+    drop(workers);
+    assert_eq!(pool.available(), pool.capacity());
+}
+
+/// Worker threads forward while the test moves the VR back and forth every few hundred
+/// microseconds: every frame leaves exactly once, in order per receive queue.
+#[test]
+fn moving_back_and_forth_under_traffic_loses_and_reorders_nothing() {
+    let Two {
+        pool,
+        dp,
+        workers,
+        mut peers,
+    } = two();
+    let mut ingress = peers.remove(0);
+    let mut egress = peers.remove(0);
+    const N: u32 = 50_000;
+    // Frames in flight at most (fed, not yet taken by the sink): less than a transmit ring,
+    // so a descheduled sink can never make the data plane drop (any loss would be a bug).
+    const WINDOW: u64 = 2048;
+    let stop = AtomicBool::new(false);
+    let fed = AtomicU64::new(0);
+    let taken = AtomicU64::new(0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut sink = Sink::default();
+    /// Stops the workers however the scope ends (a failed assertion must not hang it).
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let moves = std::thread::scope(|s| {
+        let _stop = Stop(&stop);
+        for mut w in workers {
+            let stop = &stop;
+            s.spawn(move || w.run(stop));
+        }
+        let (pool2, fed2, taken2, stop2) = (&pool, &fed, &taken, &stop);
+        s.spawn(move || {
+            // Feed both queues, retrying while a ring is full: nothing lost at the port.
+            for seq in 0..N {
+                while fed2.load(Ordering::Relaxed) - taken2.load(Ordering::Relaxed) >= WINDOW {
+                    if Instant::now() > deadline || stop2.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::yield_now();
+                }
+                for q in 0..2u8 {
+                    let f = frame(q, seq);
+                    while !ingress.send(pool2, usize::from(q), &f) {
+                        if Instant::now() > deadline || stop2.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+                fed2.fetch_add(2, Ordering::Relaxed);
+            }
+        });
+        let mut moves = 0;
+        let mut got = 0;
+        let mut last_move = Instant::now();
+        while got < 2 * u64::from(N) {
+            assert!(Instant::now() < deadline, "only {got} frames out");
+            let k = sink.drain(&pool, &mut egress, &[0, 1]);
+            got += k;
+            taken.fetch_add(k, Ordering::Relaxed);
+            if k == 0 {
+                std::thread::yield_now();
+            }
+            if last_move.elapsed() > Duration::from_micros(300) {
+                dp.move_vr("m", (moves + 1) % 2).unwrap();
+                moves += 1;
+                last_move = Instant::now();
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        moves
+    });
+    assert!(moves > 20, "only {moves} moves");
+    assert_eq!(sink.drain(&pool, &mut egress, &[0, 1]), 0, "duplicates");
+    assert!(sink.by_worker[0] > 0 && sink.by_worker[1] > 0);
+    let s = dp.vr("m").unwrap().stats();
+    assert_eq!(s.nonzero_drops(), vec![]);
+    assert_eq!(
+        (s.rx_packets, s.tx_packets),
+        (2 * u64::from(N), 2 * u64::from(N))
+    );
+    assert_eq!(fed.load(Ordering::Relaxed), 2 * u64::from(N));
+}
+
+/// Placement moves the VR that uses the most CPU to the idle worker, leaves pinned VRs
+/// where they are, and stops when a move would not help by more than the margin.
+#[test]
+fn rebalance_moves_by_measured_load_and_respects_pins() {
+    let names = ["heavy", "light1", "light2", "pinned"];
+    let Two {
+        pool,
+        dp,
+        mut workers,
+        mut peers,
+    } = two_with(&names);
+    dp.pin_vr("pinned", Some(0)).unwrap();
+    for w in &mut workers {
+        w.set_cost_model(Some(Box::new(|vr, n| {
+            let per = if vr.name().starts_with("light") {
+                100
+            } else {
+                1000
+            };
+            per * n as u64
+        })));
+    }
+    let feed = |peers: &mut [MemPeer], workers: &mut [Worker]| {
+        for _ in 0..10 {
+            for i in 0..4u8 {
+                for _ in 0..20 {
+                    let mut f = frame(i, 0);
+                    f[..6].copy_from_slice(&mac(1 + 2 * i).0);
+                    assert!(peers[0].send(&pool, 0, &f));
+                }
+            }
+            for w in workers.iter_mut() {
+                w.poll();
+            }
+            peers[1].recv_all(&pool);
+        }
+    };
+    assert!(dp.rebalance(0.1, 4).is_empty(), "nothing measured yet");
+    feed(&mut peers, &mut workers);
+    assert!(dp.vrs().iter().all(|v| v.owner() == 0));
+    // Worker 0: 1000 + 100 + 100 + 1000 per packet round. Moving "heavy" leaves
+    // 1200 : 1000; then moving a light VR would gain 100/1200 < 10 %.
+    let moves = dp.rebalance(0.1, 4);
+    assert_eq!(moves, vec![("heavy".to_string(), 0, 1)]);
+    feed(&mut peers, &mut workers);
+    let s = dp.vr("heavy").unwrap().stats();
+    assert_eq!((s.rx_packets, s.tx_packets), (400, 400));
+    assert_eq!(dp.vr("heavy").unwrap().owner(), 1);
+    assert!(
+        dp.rebalance(0.1, 4).is_empty(),
+        "balanced within the margin"
+    );
+    assert_eq!(dp.vr("pinned").unwrap().pinned(), Some(0));
+    let ws = dp.worker_stats();
+    assert_eq!((ws[0].vrs, ws[1].vrs), (3, 1));
+    drop(workers);
+    assert_eq!(pool.available(), pool.capacity());
+}
