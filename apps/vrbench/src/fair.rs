@@ -22,6 +22,8 @@
 //! * `overhead` — one VR, full table: the stride scheduler against the round-robin one it
 //!   replaced, in alternating windows of one data plane.
 //! * `cores` — on-demand forwarding cores (a second worker joins under load and leaves).
+//! * `app` — Tanyingyong Fig. 7: a CPU-bound application keeps more of the CPU when one core
+//!   forwards than when both do.
 
 use std::time::Duration;
 
@@ -75,6 +77,8 @@ pub(crate) enum Which {
     Overhead,
     /// On-demand forwarding cores.
     Cores,
+    /// Tanyingyong Fig. 7: an application beside forwarding on one core or on both.
+    App,
 }
 
 /// One VR's figures over one window.
@@ -119,7 +123,7 @@ fn read(s: &Session) -> Read {
 }
 
 /// One window of `secs` with per-VR `offers`: each VR's figures.
-fn window(s: &mut Session, secs: f64, offers: &[Offer]) -> anyhow::Result<Vec<VrWin>> {
+pub(crate) fn window(s: &mut Session, secs: f64, offers: &[Offer]) -> anyhow::Result<Vec<VrWin>> {
     let a = read(s);
     let w = s.window(secs, offers)?;
     let b = read(s);
@@ -244,6 +248,7 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
             Which::Weights => weights(&mut cx)?,
             Which::Overhead => overhead(&mut cx)?,
             Which::Cores => crate::cores::run(&mut cx.tables, cx.hz, a)?,
+            Which::App => crate::app::run(&mut cx.tables, cx.hz, a)?,
         };
         if !a.json {
             println!("{}", s.markdown);

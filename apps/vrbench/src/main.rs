@@ -19,6 +19,7 @@
 //! baseline, a target, or another scenario), because these machines are noisy. Later issues
 //! add the RFC 2544 commands over real ports.
 
+mod app;
 mod cores;
 mod fair;
 mod fibbench;

@@ -47,7 +47,7 @@ pub(crate) struct Session {
     cmd: Vec<Sender<Cmd>>,
     done: Receiver<(usize, Timed)>,
     threads: Vec<JoinHandle<()>>,
-    cores: Vec<Option<usize>>,
+    pub(crate) cores: Vec<Option<usize>>,
     assignment: Vec<String>,
 }
 
