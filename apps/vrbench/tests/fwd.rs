@@ -57,6 +57,11 @@ fn a_short_run_forwards_through_vrhost_and_the_kernel() {
             "0.2",
             "--many-vrs",
             "0",
+            // A functional check, not a measurement: no waiting for a quiet machine.
+            "--retries",
+            "0",
+            "--wait-quiet",
+            "0",
             "--json",
             "--name",
             &name,
