@@ -147,6 +147,20 @@ pub enum Error {
         /// The largest id the sink takes.
         max: u32,
     },
+    /// A stream id the generator or sink does not have.
+    #[error("no stream has id {id}")]
+    UnknownStream {
+        /// The id.
+        id: u32,
+    },
+    /// More streams than one generator or sink handles.
+    #[error("{count} streams are more than the {max} one generator or sink handles; split them")]
+    TooManyStreams {
+        /// Streams given.
+        count: usize,
+        /// The most allowed.
+        max: usize,
+    },
     /// No stream at all.
     #[error("no streams were given; define at least one")]
     NoStreams,

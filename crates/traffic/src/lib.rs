@@ -19,11 +19,14 @@
 pub mod clock;
 mod error;
 pub mod frames;
+pub mod generator;
+pub mod mem;
 pub mod rate;
 pub mod signature;
 
 pub use clock::{Clock, SimClock};
 pub use error::Error;
 pub use frames::{AddrSweep, Flows, FrameSize, Frames, Stream};
+pub use generator::{GenConfig, GenStats, Generator, StreamTxStats};
 pub use rate::{Pacer, Rate};
 pub use signature::Signature;
