@@ -23,6 +23,7 @@ pub mod generator;
 pub mod mem;
 pub mod rate;
 pub mod signature;
+pub mod sink;
 
 pub use clock::{Clock, SimClock};
 pub use error::Error;
@@ -30,3 +31,4 @@ pub use frames::{AddrSweep, Flows, FrameSize, Frames, Stream};
 pub use generator::{GenConfig, GenStats, Generator, StreamTxStats};
 pub use rate::{Pacer, Rate};
 pub use signature::Signature;
+pub use sink::{Latency, Sink, SinkConfig, SinkSnapshot, StreamRx};
