@@ -632,7 +632,7 @@ mod tests {
                 continue;
             }
             order.push(seq);
-            if seq % 13 == 0 {
+            if seq.is_multiple_of(13) {
                 order.push(seq);
             }
             seq += 1;
