@@ -36,7 +36,7 @@ use vrhost_dataplane::{HEADROOM, Meta, PktVec, Pool, VECTOR};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::frames::{FrameSize, Frames, Stream};
-use crate::rate::{DEFAULT_INTERVAL_NS, Pacer, Rate};
+use crate::rate::{DEFAULT_INTERVAL_NS, DEPTH_BURSTS, Pacer, Rate};
 
 /// Most streams one generator runs (stream indexes are kept per vector slot as `u16`).
 pub const MAX_STREAMS: usize = 1 << 16;
@@ -46,6 +46,9 @@ pub const MAX_STREAMS: usize = 1 << 16;
 pub struct GenConfig {
     /// Poll interval bursts are sized to (see [`rate`](crate::rate)).
     pub interval_ns: u64,
+    /// Depth of each stream's token bucket, in bursts: how much a stalled generator catches
+    /// up before it counts frames as `missed` (see [`rate`](crate::rate) for why shallow).
+    pub bucket_bursts: u64,
     /// Where time comes from.
     pub clock: Clock,
 }
@@ -54,6 +57,7 @@ impl Default for GenConfig {
     fn default() -> GenConfig {
         GenConfig {
             interval_ns: DEFAULT_INTERVAL_NS,
+            bucket_bursts: DEPTH_BURSTS,
             clock: Clock::Monotonic,
         }
     }
@@ -136,6 +140,7 @@ pub struct Generator<Q: TxQueue + ?Sized = dyn TxQueue> {
     recycle: Option<Consumer>,
     clock: Clock,
     interval_ns: u64,
+    bucket_bursts: u64,
     /// First and latest step (None before the first).
     first_ns: Option<u64>,
     last_ns: u64,
@@ -181,7 +186,7 @@ impl<Q: TxQueue + ?Sized> Generator<Q> {
             .map(|s| {
                 Ok(StreamTx {
                     frames: Frames::new(s)?,
-                    pacer: Pacer::new(s.rate, cfg.interval_ns, 0)?,
+                    pacer: Pacer::new(s.rate, cfg.interval_ns, 0)?.with_depth(cfg.bucket_bursts),
                     rate: s.rate,
                     size: s.size,
                     vr: s.vr,
@@ -198,6 +203,7 @@ impl<Q: TxQueue + ?Sized> Generator<Q> {
             recycle: None,
             clock: cfg.clock,
             interval_ns: cfg.interval_ns,
+            bucket_bursts: cfg.bucket_bursts,
             first_ns: None,
             last_ns: 0,
             no_buffer: 0,
@@ -224,7 +230,7 @@ impl<Q: TxQueue + ?Sized> Generator<Q> {
             .iter_mut()
             .find(|s| s.frames.id() == id)
             .ok_or(Error::UnknownStream { id })?;
-        s.pacer = Pacer::new(rate, self.interval_ns, self.last_ns)?;
+        s.pacer = Pacer::new(rate, self.interval_ns, self.last_ns)?.with_depth(self.bucket_bursts);
         s.rate = rate;
         self.first_ns = None;
         Ok(())
@@ -237,7 +243,9 @@ impl<Q: TxQueue + ?Sized> Generator<Q> {
             s.seq = 0;
             s.bytes = 0;
             s.tx_full = 0;
-            s.pacer = Pacer::new(s.rate, self.interval_ns, 0).expect("rate validated before");
+            s.pacer = Pacer::new(s.rate, self.interval_ns, 0)
+                .expect("rate validated before")
+                .with_depth(self.bucket_bursts);
         }
         self.no_buffer = 0;
         self.first_ns = None;
