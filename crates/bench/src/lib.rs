@@ -1,1 +1,5 @@
 #![deny(unsafe_code)]
+pub mod latency;
+mod secs;
+pub mod sim;
+pub mod trial;
