@@ -1,5 +1,6 @@
 #![deny(unsafe_code)]
 pub mod latency;
+pub mod search;
 mod secs;
 pub mod sim;
 pub mod trial;
