@@ -83,9 +83,13 @@ impl Trial {
         self.lost() as f64 / self.sent as f64
     }
 
-    /// RFC 9971 Trial Forwarding Ratio: `1 − loss_ratio`.
+    /// RFC 9971 Trial Forwarding Ratio: `1 − loss_ratio`, computed as `min(received, sent) /
+    /// sent` (0 if nothing was sent) so that exact counts give exact rates.
     pub fn forwarding_ratio(&self) -> f64 {
-        1.0 - self.loss_ratio()
+        if self.sent == 0 {
+            return 0.0;
+        }
+        self.received.min(self.sent) as f64 / self.sent as f64
     }
 
     /// RFC 9971 Trial Forwarding Rate: intended load × forwarding ratio (frames/s).
@@ -329,16 +333,19 @@ mod tests {
     #[test]
     fn closures_are_measurers() {
         let mut calls = 0;
-        let mut m = from_fn(|load: f64, d: Duration| {
-            calls += 1;
-            let sent = (load * d.as_secs_f64()) as u64;
-            Ok::<_, std::io::Error>(Trial::new(load, d, sent, sent))
-        });
-        let t = m.trial(10.0, S).unwrap();
-        assert_eq!(t.sent, 10);
-        let t = (&mut m).trial(20.0, S).unwrap();
-        assert_eq!(t.sent, 20);
-        drop(m);
+        {
+            let mut m = from_fn(|load: f64, d: Duration| {
+                calls += 1;
+                let sent = (load * d.as_secs_f64()) as u64;
+                Ok::<_, std::io::Error>(Trial::new(load, d, sent, sent))
+            });
+            assert_eq!(m.trial(10.0, S).unwrap().sent, 10);
+            // A `&mut` measurer is a measurer too (searches take `&mut M`).
+            fn run(mut m: impl Measurer) -> u64 {
+                m.trial(20.0, S).unwrap().sent
+            }
+            assert_eq!(run(&mut m), 20);
+        }
         assert_eq!(calls, 2);
     }
 }
