@@ -1,4 +1,5 @@
 #![deny(unsafe_code)]
+pub mod fairness;
 pub mod latency;
 pub mod search;
 mod secs;
