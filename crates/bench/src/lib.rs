@@ -4,4 +4,5 @@ pub mod latency;
 pub mod search;
 mod secs;
 pub mod sim;
+pub mod stats;
 pub mod trial;
