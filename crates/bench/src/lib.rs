@@ -1,6 +1,8 @@
 #![deny(unsafe_code)]
 pub mod fairness;
 pub mod latency;
+pub mod record;
+pub mod report;
 pub mod search;
 mod secs;
 pub mod sim;
