@@ -1,6 +1,7 @@
 #![deny(unsafe_code)]
 pub mod fairness;
 pub mod latency;
+pub mod progress;
 pub mod record;
 pub mod report;
 pub mod search;
