@@ -5,8 +5,8 @@
 //! readers compare (the p50, p90, p99, p99.9 and max, RFC 2544 §26.2's latency) fits in a
 //! handful of numbers; the sink keeps the full histogram while the trial runs and the caller
 //! summarises it here ([`LatencySummary::from_histogram`]). A CDF for plots can be drawn from
-//! the histogram ([`crate::report::LatencyCdf::from_histogram`]) or, when only the summary
-//! survived, from its percentiles ([`crate::report::LatencyCdf::from_summary`]).
+//! the histogram ([`crate::report::plot::LatencyCdf::from_histogram`]) or, when only the summary
+//! survived, from its percentiles ([`crate::report::plot::LatencyCdf::from_summary`]).
 //!
 //! All latencies are in nanoseconds.
 

@@ -21,7 +21,7 @@
 //!    more at *its* forwarding rate. On a DUT that carries its capacity under overload this puts
 //!    the second trial right at the capacity.
 //! 2. **Goals in order, phases short to long.** For each goal (NDR, then PDR by default) its
-//!    phases run coarsest first ([`goal`]). In a phase: keep measuring the load in focus until
+//!    phases run coarsest first ([`SearchGoal`]). In a phase: keep measuring the load in focus until
 //!    it is classified; re-measure the previous phase's relevant bounds at this phase's trial
 //!    length (lower first: bounds found at smaller loads are less likely to be invalidated);
 //!    then with both bounds, stop if within the phase's width, else bisect (geometric mean, or
