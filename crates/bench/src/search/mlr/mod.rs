@@ -136,7 +136,8 @@ pub enum Irregular {
     MaxLoadIsLowerBound,
     /// `min_load` is an Upper Bound: the goal is not met even at `min_load`.
     MinLoadIsUpperBound,
-    /// The search stopped (trial or time limit) before the bounds were within the width.
+    /// The bounds are not within the goal's width: the search stopped at a trial or time
+    /// limit (see [`MlrResult::stop`]).
     Incomplete,
 }
 
@@ -211,11 +212,7 @@ pub fn search<M: Measurer + ?Sized>(
         traffic: Duration::ZERO,
     };
     let stop = st.run()?;
-    let goals = settings
-        .goals
-        .iter()
-        .map(|g| st.goal_result(g, stop))
-        .collect();
+    let goals = settings.goals.iter().map(|g| st.goal_result(g)).collect();
     Ok(MlrResult {
         goals,
         stop,
@@ -358,10 +355,10 @@ impl<M: Measurer + ?Sized> State<'_, M> {
                     }
                 }
             };
-            // Every branch above picks a load no trial has classified yet (see the proofs in
-            // the comments of `bounds`); if rounding ever breaks that, stop rather than spin.
+            // Every branch above picks a load no trial has classified yet (see `bounds`); if
+            // rounding ever broke that, stop rather than spin: the goal's result then says
+            // `Incomplete` if its width was not reached.
             if self.classify(next, c) != Bound::Undecided {
-                debug_assert!(false, "load {next} already classified for {c:?}");
                 return Ok(None);
             }
             focus = Some(next);
@@ -422,7 +419,7 @@ impl<M: Measurer + ?Sized> State<'_, M> {
         b
     }
 
-    fn goal_result(&self, g: &SearchGoal, stop: MlrStop) -> GoalResult {
+    fn goal_result(&self, g: &SearchGoal) -> GoalResult {
         let c = g.criterion();
         let b = self.bounds(&c);
         let irregular = match (b.lo, b.hi) {
@@ -433,11 +430,6 @@ impl<M: Measurer + ?Sized> State<'_, M> {
             (None, Some(hi)) if hi <= self.s.min_load => Some(Irregular::MinLoadIsUpperBound),
             _ => Some(Irregular::Incomplete),
         };
-        debug_assert!(
-            irregular != Some(Irregular::Incomplete) || stop != MlrStop::Done,
-            "{}: {b:?}",
-            g.name
-        );
         GoalResult {
             name: g.name.clone(),
             loss_ratio: g.loss_ratio,
