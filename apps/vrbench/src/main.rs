@@ -21,11 +21,13 @@
 
 mod app;
 mod cores;
+mod dut_inproc;
 mod fair;
 mod fibbench;
 mod fwd;
 mod inproc;
 mod lab;
+mod measure;
 mod syncbench;
 
 use clap::{Parser, Subcommand};
@@ -51,6 +53,13 @@ enum Cmd {
     Fwd(fwd::Args),
     /// Network-namespace lab: `up` (build and keep), `down`, `ls`, `show`.
     Lab(lab::Args),
+    /// RFC 2544 / RFC 9971 methodology against DUT profiles: NDR/PDR, throughput, latency,
+    /// overload curve, back-to-back, work points, isolation; JSON, Markdown and SVG plots.
+    Measure(measure::Args),
+    /// A few-minute version of `measure` (shortened trials, labelled as such).
+    Quick(measure::QuickArgs),
+    /// Two runs side by side (their run.json files or directories).
+    Compare(measure::CompareArgs),
     /// The control plane's netlink sync: `latency` (routes added in a VR's namespace until
     /// they are all in the FIB) and `isolation` (other VRs' forwarding while one churns).
     Sync(syncbench::Args),
@@ -66,6 +75,9 @@ fn main() -> anyhow::Result<()> {
         Cmd::Fair(a) => fair::run(&a),
         Cmd::Fib(a) => fibbench::run(&a),
         Cmd::Fwd(a) => fwd::run(&a),
+        Cmd::Measure(a) => measure::run(&a),
+        Cmd::Quick(a) => measure::quick(&a),
+        Cmd::Compare(a) => measure::compare_cmd(&a),
         Cmd::Lab(a) => lab::run(&a),
         Cmd::Sync(a) => syncbench::run(&a),
     }

@@ -1,0 +1,812 @@
+//! `vrbench measure` and `vrbench quick`: the RFC 2544 / RFC 9971 methodology of issue 5 run
+//! against DUT profiles, with a JSON record, a Markdown report and SVG plots.
+//!
+//! What each test is (all searches are `vrhost_bench`'s; this module only sequences them,
+//! feeds them a DUT, and writes what they found):
+//! * `ndr` — NDR and PDR (0.5 % loss) in one MLRsearch (RFC 9971), seeded from the forwarding
+//!   rate at the maximum load;
+//! * `throughput` — RFC 2544 §26.1: largest zero-loss rate by binary search, 60 s trials
+//!   unless `--trial-seconds` says otherwise (the report then says the trials were shortened);
+//! * `latency` — p50/p90/p99/p99.9/max at 10, 50 and 90 % of the NDR;
+//! * `overload` — carried vs offered from 10 % to 300 % of the NDR (Rathore Fig. 4/5);
+//! * `burst` — RFC 2544 §26.4 back-to-back: the longest burst at the maximum load with no
+//!   loss, by binary search on the burst length;
+//! * `workpoints` — Batalla's work points: for N VRs, every k = 1..N heavily loaded and N − k
+//!   lightly (q = 0.01), the zero-loss throughput T at each, J(k), and T^N = min over k with
+//!   the worst work point named (eq. 6);
+//! * `isolation` — Rathore Table 1: VR1 offered 3× the NDR, VR2 0.3× of it; both VRs'
+//!   offered and carried rates.
+//!
+//! Noise: with several DUTs, every test runs `--repeats` times with the DUTs interleaved
+//! (`vrhost_bench::stats::Interleave`: A B, B A, …), and the report gives medians and spread
+//! and, for two DUTs, the median of per-round ratios. Ctrl-C ends the current trial and writes
+//! what was measured so far, marked partial.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use vrhost_bench::fairness::{self, Q_DEFAULT, WorkPoint};
+use vrhost_bench::latency::LatencySummary;
+use vrhost_bench::progress::{Progress, ProgressMode};
+use vrhost_bench::record::{
+    CoreAssignment, DutProfile, Machine, Measurement, RunRecord, ToolInfo, compare,
+};
+use vrhost_bench::report::plot::{self, LatencyCdf, Series};
+use vrhost_bench::report::{Report, latency_table, work_point_table};
+use vrhost_bench::search::mlr::{self, MlrSettings};
+use vrhost_bench::search::rfc2544::{self, Rfc2544Settings};
+use vrhost_bench::stats::Summary;
+use vrhost_bench::trial::{Measurer, Trial};
+
+use crate::dut_inproc::{DutError, InprocDut, InprocSpec};
+
+/// The tests `measure` can run.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Test {
+    Ndr,
+    Throughput,
+    Latency,
+    Overload,
+    Burst,
+    Workpoints,
+    Isolation,
+}
+
+/// DUT profiles.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Profile {
+    /// vrhost's data plane in this process on mem ports; tester on another core.
+    VrhostInproc,
+}
+
+impl Profile {
+    fn name(self) -> &'static str {
+        match self {
+            Profile::VrhostInproc => "vrhost-inproc",
+        }
+    }
+}
+
+/// Options of `vrbench measure`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct Args {
+    /// Tests to run, comma-separated [default: ndr,latency,overload].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    tests: Vec<Test>,
+    /// DUT profiles, comma-separated; with several, their trials interleave.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "vrhost-inproc"
+    )]
+    duts: Vec<Profile>,
+    /// Frame size on the wire, FCS included (64..=1518).
+    #[arg(long, default_value_t = 64)]
+    frame_size: usize,
+    /// VRs (traffic spread evenly unless a test sets the split).
+    #[arg(long, default_value_t = 1)]
+    vrs: usize,
+    /// VRs for `workpoints` (N).
+    #[arg(long, default_value_t = 4)]
+    workpoint_vrs: usize,
+    /// /24 routes per VR besides the default route.
+    #[arg(long, default_value_t = 0)]
+    routes: usize,
+    /// Destinations per VR's stream.
+    #[arg(long, default_value_t = 1)]
+    flows: u32,
+    /// Highest offered load searched, Mpps.
+    #[arg(long, default_value_t = 40.0)]
+    max_mpps: f64,
+    /// Lowest offered load searched, Mpps.
+    #[arg(long, default_value_t = 0.01)]
+    min_mpps: f64,
+    /// RFC 2544 trial duration, seconds (the RFC's 60 by default).
+    #[arg(long, default_value_t = 60.0)]
+    trial_seconds: f64,
+    /// MLRsearch final trial duration and sum per load, seconds [default: 5 and 20, RFC 9971 / CSIT].
+    #[arg(long, value_delimiter = ',')]
+    mlr_seconds: Vec<f64>,
+    /// Seconds of each latency, overload, burst and isolation trial.
+    #[arg(long, default_value_t = 10.0)]
+    point_seconds: f64,
+    /// Repeats of every test (with several DUTs, interleaved).
+    #[arg(long, default_value_t = 1)]
+    repeats: usize,
+    /// Core for the DUT's worker.
+    #[arg(long, default_value_t = 0)]
+    dut_core: usize,
+    /// Core for the tester (generator and sink).
+    #[arg(long, default_value_t = 1)]
+    tester_core: usize,
+    /// Directory for run.json, report.md and the plots [default: vrbench-out/<time>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// A label for the run (shown in the report).
+    #[arg(long, default_value = "")]
+    label: String,
+    /// Largest tester shortfall a trial may have, % of the frames it should have sent (the
+    /// OS took the tester's core); over it a search stops with an error. `none` accepts any
+    /// (a noisy host; the report says so).
+    #[arg(long, default_value = "1")]
+    max_shortfall: String,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Options of `vrbench quick`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct QuickArgs {
+    /// Directory for the results [default: vrbench-out/quick-<time>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Shorter still (CI): 0.2 s trials.
+    #[arg(long)]
+    ci: bool,
+}
+
+/// Options of `vrbench compare`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct CompareArgs {
+    /// The first run's run.json (or its directory).
+    a: PathBuf,
+    /// The second run's run.json (or its directory).
+    b: PathBuf,
+}
+
+pub(crate) fn compare_cmd(a: &CompareArgs) -> anyhow::Result<()> {
+    let load = |p: &Path| {
+        let f = if p.is_dir() {
+            p.join("run.json")
+        } else {
+            p.to_path_buf()
+        };
+        RunRecord::load(&f).with_context(|| format!("reading {}", f.display()))
+    };
+    println!("{}", compare(&load(&a.a)?, &load(&a.b)?));
+    Ok(())
+}
+
+pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
+    let (trial, point, mlr) = if q.ci {
+        (0.2, 0.2, vec![0.2, 0.4])
+    } else {
+        (2.0, 2.0, vec![1.0, 2.0])
+    };
+    let a = Args {
+        tests: vec![
+            Test::Ndr,
+            Test::Overload,
+            Test::Latency,
+            Test::Workpoints,
+            Test::Isolation,
+        ],
+        duts: vec![Profile::VrhostInproc],
+        frame_size: 64,
+        vrs: 1,
+        workpoint_vrs: 4,
+        routes: 0,
+        flows: 1,
+        max_mpps: 40.0,
+        min_mpps: 0.01,
+        trial_seconds: trial,
+        mlr_seconds: mlr,
+        point_seconds: point,
+        repeats: 1,
+        dut_core: 0,
+        tester_core: 1,
+        out: q.out.clone().or_else(|| Some(default_out("quick"))),
+        max_shortfall: if q.ci { "none".into() } else { "5".into() },
+        label: if q.ci {
+            "vrbench quick --ci (trials of 0.2 s: a smoke test, not a measurement)".into()
+        } else {
+            "vrbench quick (shortened trials: 1–2 s, not the RFCs' 60 s)".into()
+        },
+        quiet: false,
+    };
+    run(&a)
+}
+
+fn default_out(kind: &str) -> PathBuf {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    PathBuf::from("vrbench-out").join(format!("{kind}-{t}"))
+}
+
+/// Checks made before anything is built.
+fn check(a: &Args) -> anyhow::Result<()> {
+    if !(64..=1518).contains(&a.frame_size) {
+        bail!(
+            "--frame-size {} is not a valid Ethernet frame size: use 64..=1518 (FCS included)",
+            a.frame_size
+        );
+    }
+    if !(a.min_mpps > 0.0 && a.max_mpps > a.min_mpps) {
+        bail!(
+            "--min-mpps {} and --max-mpps {}: need 0 < min < max",
+            a.min_mpps,
+            a.max_mpps
+        );
+    }
+    if a.max_mpps > 100.0 {
+        bail!(
+            "--max-mpps {}: the in-process tester makes about 45 Mpps per core with its sink \
+             (crates/traffic/PERF.md); ask for at most 100 — higher would measure the tester",
+            a.max_mpps
+        );
+    }
+    for (v, what) in [
+        (a.trial_seconds, "--trial-seconds"),
+        (a.point_seconds, "--point-seconds"),
+    ] {
+        if !(v > 0.0 && v <= 3600.0) {
+            bail!("{what} {v} must be above 0 and at most 3600");
+        }
+    }
+    if !(a.mlr_seconds.is_empty()
+        || a.mlr_seconds.len() == 2
+            && a.mlr_seconds[0] > 0.0
+            && a.mlr_seconds[1] >= a.mlr_seconds[0])
+    {
+        bail!("--mlr-seconds takes FINAL,SUM with 0 < FINAL ≤ SUM (e.g. 5,20)");
+    }
+    if a.repeats == 0 || a.repeats > 100 {
+        bail!("--repeats {} must be 1..=100", a.repeats);
+    }
+    if a.workpoint_vrs < 2 && a.tests.contains(&Test::Workpoints) {
+        bail!("--workpoint-vrs {} must be at least 2", a.workpoint_vrs);
+    }
+    shortfall(a)?;
+    let cores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
+    for (c, what) in [(a.dut_core, "--dut-core"), (a.tester_core, "--tester-core")] {
+        if c >= cores {
+            bail!(
+                "{what} {c}: this host has cores 0..={}",
+                cores.saturating_sub(1)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A DUT under test, with its per-VR controls.
+struct Dut {
+    name: String,
+    inner: InprocDut,
+    stop: Arc<AtomicBool>,
+}
+
+impl Dut {
+    fn open(p: Profile, a: &Args, vrs: usize, stop: Arc<AtomicBool>) -> anyhow::Result<Dut> {
+        let inner = match p {
+            Profile::VrhostInproc => InprocDut::new(InprocSpec {
+                vrs,
+                routes: a.routes,
+                flows: a.flows,
+                frame_size: a.frame_size,
+                dut_core: a.dut_core,
+                tester_core: a.tester_core,
+                drain: Duration::from_millis(20),
+            })?,
+        };
+        Ok(Dut {
+            name: p.name().into(),
+            inner,
+            stop,
+        })
+    }
+}
+
+impl Measurer for Dut {
+    type Error = DutError;
+    fn trial(&mut self, load: f64, duration: Duration) -> Result<Trial, DutError> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(DutError(anyhow::anyhow!("interrupted")));
+        }
+        self.inner.trial(load, duration)
+    }
+}
+
+/// `--max-shortfall` as a fraction (`None`: any).
+fn shortfall(a: &Args) -> anyhow::Result<Option<f64>> {
+    if a.max_shortfall == "none" {
+        return Ok(None);
+    }
+    match a.max_shortfall.parse::<f64>() {
+        Ok(p) if (0.0..100.0).contains(&p) => Ok(Some(p / 100.0)),
+        _ => bail!(
+            "--max-shortfall {:?}: give a percentage in 0..100, or none",
+            a.max_shortfall
+        ),
+    }
+}
+
+fn mlr_settings(a: &Args) -> MlrSettings {
+    let mut s = MlrSettings::ndr_pdr(a.min_mpps * 1e6, a.max_mpps * 1e6);
+    s.max_shortfall = shortfall(a).ok().flatten();
+    if let [fin, sum] = a.mlr_seconds[..] {
+        for g in &mut s.goals {
+            g.final_trial_duration = Duration::from_secs_f64(fin);
+            g.duration_sum = Duration::from_secs_f64(sum);
+            g.initial_trial_duration = g.initial_trial_duration.min(g.final_trial_duration);
+        }
+    }
+    s
+}
+
+/// What was found per DUT (first repeat's search trials kept for the plots).
+#[derive(Default)]
+struct Found {
+    ndr: BTreeMap<String, Vec<f64>>,
+    overload: BTreeMap<String, Vec<Trial>>,
+    latency: BTreeMap<String, Vec<(String, LatencySummary)>>,
+    workpoints: BTreeMap<String, fairness::Sweep>,
+}
+
+pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
+    let mut a = a.clone();
+    if a.tests.is_empty() {
+        a.tests = vec![Test::Ndr, Test::Latency, Test::Overload];
+    }
+    a.tests.sort();
+    a.tests.dedup();
+    check(&a)?;
+    let out = a.out.clone().unwrap_or_else(|| default_out("measure"));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+
+    let mut rec = RunRecord::new(
+        ToolInfo::new(
+            "vrbench",
+            env!("CARGO_PKG_VERSION"),
+            option_env!("VRBENCH_COMMIT"),
+        ),
+        Machine::detect(),
+    );
+    rec.cores = CoreAssignment {
+        description: format!(
+            "DUT worker pinned to core {}; tester (generator and sink, one thread) pinned to core {}",
+            a.dut_core, a.tester_core
+        ),
+        map: BTreeMap::from([
+            ("dut".to_string(), vec![a.dut_core]),
+            ("tester".to_string(), vec![a.tester_core]),
+        ]),
+    };
+    rec.settings
+        .insert("tests".into(), serde_json::json!(format!("{:?}", a.tests)));
+    for (k, v) in [
+        ("frame_size", serde_json::json!(a.frame_size)),
+        ("vrs", serde_json::json!(a.vrs)),
+        ("routes_per_vr", serde_json::json!(a.routes)),
+        ("flows_per_vr", serde_json::json!(a.flows)),
+        ("trial_seconds", serde_json::json!(a.trial_seconds)),
+        ("point_seconds", serde_json::json!(a.point_seconds)),
+        ("repeats", serde_json::json!(a.repeats)),
+        ("label", serde_json::json!(a.label)),
+    ] {
+        rec.settings.insert(k.into(), v);
+    }
+    if a.trial_seconds < 60.0 {
+        rec.notes.push(format!(
+            "RFC 2544 trials shortened to {} s (the RFC asks for 60 s).",
+            a.trial_seconds
+        ));
+    }
+    if !a.label.is_empty() {
+        rec.notes.push(a.label.clone());
+    }
+    match shortfall(&a)? {
+        None => rec.notes.push(
+            "trials were accepted whatever the tester's shortfall (--max-shortfall none): on a \
+             busy host the loads are what the tester managed, not what was asked"
+                .into(),
+        ),
+        Some(f) if f > 0.01 => rec.notes.push(format!(
+            "trials accepted with up to {:.0} % tester shortfall (--max-shortfall)",
+            f * 100.0
+        )),
+        Some(_) => {}
+    }
+    for p in &a.duts {
+        rec.duts.push(DutProfile {
+            name: p.name().into(),
+            kind: "vrhost".into(),
+            description: match p {
+                Profile::VrhostInproc => "vrhost's data plane in process: one worker on mem ports \
+                    (4096-descriptor rings); a VR per stream, demux by MAC"
+                    .into(),
+            },
+            params: BTreeMap::new(),
+        });
+    }
+    let progress = Progress::new(
+        if a.quiet {
+            ProgressMode::Hidden
+        } else {
+            ProgressMode::Auto
+        },
+        Duration::from_secs(60),
+    );
+    let mut found = Found::default();
+    let result = measure_all(&a, &mut rec, &mut found, &progress, &stop);
+    progress.finish();
+    if let Err(e) = &result {
+        rec.partial = true;
+        rec.notes.push(format!("run ended early: {e:#}"));
+    }
+    write(&a, &out, &rec, &found)?;
+    eprintln!(
+        "vrbench: results in {} (run.json, report.md){}",
+        out.display(),
+        if rec.partial { " — PARTIAL" } else { "" }
+    );
+    result
+}
+
+fn measure_all(
+    a: &Args,
+    rec: &mut RunRecord,
+    found: &mut Found,
+    progress: &Progress,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let mut duts: Vec<Dut> = a
+        .duts
+        .iter()
+        .map(|p| Dut::open(*p, a, a.vrs, stop.clone()))
+        .collect::<anyhow::Result<_>>()?;
+    let order = vrhost_bench::stats::Interleave::new(duts.len(), a.repeats);
+    // The tester's own limit with each DUT in the loop: searches stay below it.
+    let mut max = a.max_mpps * 1e6;
+    for d in &mut duts {
+        progress.set_stage(&format!("{} tester calibration", d.name));
+        let m = d.inner.tester_max(Duration::from_millis(500))?;
+        if 0.9 * m < max {
+            rec.notes.push(format!(
+                "the tester offered at most {:.2} Mpps with {} in the loop; loads searched up to \
+                 {:.2} Mpps (90 % of that) instead of --max-mpps {}",
+                m / 1e6,
+                d.name,
+                0.9 * m / 1e6,
+                a.max_mpps
+            ));
+            max = 0.9 * m;
+        }
+    }
+    if max <= a.min_mpps * 1e6 {
+        bail!(
+            "the tester's limit {:.3} Mpps is below --min-mpps {}",
+            max / 1e6,
+            a.min_mpps
+        );
+    }
+    let mut a = a.clone();
+    a.max_mpps = max / 1e6;
+    let a = &a;
+    let mlr = mlr_settings(a);
+    let secs = |s: f64| Duration::from_secs_f64(s);
+    // NDR first: the other tests are placed relative to it.
+    let mut ndr: BTreeMap<String, f64> = BTreeMap::new();
+    let need_ndr = a.tests.iter().any(|t| {
+        matches!(
+            t,
+            Test::Ndr | Test::Latency | Test::Overload | Test::Isolation
+        )
+    });
+    if need_ndr {
+        let mut per: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for i in order.slots().map(|s| s.dut) {
+            let d = &mut duts[i];
+            progress.set_stage(&format!("{} NDR/PDR", d.name));
+            let r = mlr::search(&mut progress.wrap(&mut *d), &mlr)?;
+            let v = r
+                .goal("NDR")
+                .and_then(|g| g.conditional_throughput)
+                .context("the NDR search found no throughput")?;
+            per.entry(d.name.clone()).or_default().push(v);
+            let name = format!("mlr/{}B", a.frame_size);
+            if per[&d.name].len() == 1 {
+                rec.measurements
+                    .extend(Measurement::from_mlr(&name, &d.name, &r));
+            }
+        }
+        for (dut, v) in &per {
+            ndr.insert(
+                dut.clone(),
+                Summary::of(v).map(|s| s.median).unwrap_or(v[0]),
+            );
+            if a.repeats > 1 {
+                rec.measurements.push(
+                    Measurement::new(
+                        &format!("mlr/{}B/NDR repeats", a.frame_size),
+                        dut,
+                        "frames/s",
+                    )
+                    .with_repeats(v.clone()),
+                );
+            }
+        }
+        found.ndr = per;
+    }
+    for t in &a.tests {
+        match t {
+            Test::Ndr => {}
+            Test::Throughput => {
+                let mut s = Rfc2544Settings::new(a.min_mpps * 1e6, a.max_mpps * 1e6);
+                s.trial_duration = secs(a.trial_seconds);
+                s.max_shortfall = shortfall(a)?;
+                for i in order.slots().map(|s| s.dut) {
+                    let d = &mut duts[i];
+                    progress.set_stage(&format!("{} RFC 2544 throughput", d.name));
+                    let r = rfc2544::search(&mut progress.wrap(&mut *d), &s)?;
+                    rec.measurements.push(Measurement::from_rfc2544(
+                        &format!("rfc2544/{}B", a.frame_size),
+                        &d.name,
+                        &r,
+                    ));
+                }
+            }
+            Test::Latency => {
+                for i in order.slots().map(|s| s.dut) {
+                    let d = &mut duts[i];
+                    let n = ndr[&d.name];
+                    for pct in [10u32, 50, 90] {
+                        progress.set_stage(&format!("{} latency at {pct} % of NDR", d.name));
+                        let t = progress
+                            .wrap(&mut *d)
+                            .trial(n * f64::from(pct) / 100.0, secs(a.point_seconds))?;
+                        let mut m = Measurement::new(
+                            &format!("latency/{}B/{pct}% NDR p99", a.frame_size),
+                            &d.name,
+                            "ns",
+                        );
+                        m.value = t
+                            .latency
+                            .as_ref()
+                            .and_then(|l| l.at(99.0))
+                            .map(|v| v as f64);
+                        m.detail = serde_json::json!({ "latency": t.latency });
+                        m.trials = vec![t.clone()];
+                        rec.measurements.push(m);
+                        if let Some(l) = t.latency {
+                            found
+                                .latency
+                                .entry(d.name.clone())
+                                .or_default()
+                                .push((format!("{pct} % NDR"), l));
+                        }
+                    }
+                }
+            }
+            Test::Overload => {
+                for i in order.slots().map(|s| s.dut) {
+                    let d = &mut duts[i];
+                    let n = ndr[&d.name];
+                    let mut trials = Vec::new();
+                    for x in [0.1, 0.5, 0.9, 1.0, 1.1, 1.5, 2.0, 3.0] {
+                        progress.set_stage(&format!(
+                            "{} overload at {:.0} % of NDR",
+                            d.name,
+                            x * 100.0
+                        ));
+                        let load = (n * x).min(a.max_mpps * 1e6);
+                        trials.push(progress.wrap(&mut *d).trial(load, secs(a.point_seconds))?);
+                    }
+                    let mut m = Measurement::new(
+                        &format!("overload/{}B", a.frame_size),
+                        &d.name,
+                        "frames/s",
+                    );
+                    // The carried rate at 3× NDR: "no collapse" reads as this staying near NDR.
+                    m.value = trials.last().map(Trial::carried_rate);
+                    m.trials = trials.clone();
+                    rec.measurements.push(m);
+                    found.overload.entry(d.name.clone()).or_insert(trials);
+                }
+            }
+            Test::Burst => {
+                for i in order.slots().map(|s| s.dut) {
+                    let d = &mut duts[i];
+                    progress.set_stage(&format!("{} back-to-back", d.name));
+                    let (len, trials) = burst(&mut progress.wrap(&mut *d), a.max_mpps * 1e6)?;
+                    let mut m = Measurement::new(
+                        &format!("back-to-back/{}B", a.frame_size),
+                        &d.name,
+                        "frames",
+                    );
+                    m.value = Some(len as f64);
+                    m.trials = trials;
+                    m.notes.push(format!("bursts at {} Mpps", a.max_mpps));
+                    rec.measurements.push(m);
+                }
+            }
+            Test::Workpoints => {
+                // Work points need N VRs: a DUT of their own per profile.
+                for p in &a.duts {
+                    let mut d = Dut::open(*p, a, a.workpoint_vrs, stop.clone())?;
+                    let mut short = mlr.clone();
+                    short.goals.truncate(1); // NDR only
+                    let sweep = fairness::sweep(a.workpoint_vrs, Q_DEFAULT, |wp: &WorkPoint| {
+                        let rates = wp.rates(1.0).map_err(|e| anyhow::anyhow!("{e}"))?;
+                        d.inner.set_shares(&rates)?;
+                        progress.set_stage(&format!("{} work point k = {}", d.name, wp.k));
+                        let r = mlr::search(&mut progress.wrap(&mut d), &short)?;
+                        r.goal("NDR")
+                            .and_then(|g| g.conditional_throughput)
+                            .context("no NDR at this work point")
+                    })
+                    .map_err(|e| match e {
+                        fairness::SweepError::Measure { k, source } => {
+                            source.context(format!("work point k = {k}"))
+                        }
+                        e => anyhow::anyhow!("{e}"),
+                    })?;
+                    let mut m = Measurement::new(
+                        &format!("workpoints/{}B/N={} T^N", a.frame_size, a.workpoint_vrs),
+                        &d.name,
+                        "frames/s",
+                    );
+                    m.value = Some(sweep.worst.throughput);
+                    m.detail = serde_json::to_value(&sweep)?;
+                    m.notes
+                        .push(format!("worst work point k = {}", sweep.worst.k));
+                    rec.measurements.push(m);
+                    found.workpoints.insert(d.name.clone(), sweep);
+                }
+            }
+            Test::Isolation => {
+                for p in &a.duts {
+                    let mut d = Dut::open(*p, a, 2, stop.clone())?;
+                    let n = ndr[p.name()];
+                    // VR1 at 3× the NDR, VR2 at 0.3× of it.
+                    d.inner.set_shares(&[3.0, 0.3])?;
+                    progress.set_stage(&format!("{} isolation", d.name));
+                    let t = progress
+                        .wrap(&mut d)
+                        .trial(3.3 * n, secs(a.point_seconds))?;
+                    let per = d.inner.per_vr();
+                    let mut m = Measurement::new(
+                        &format!("isolation/{}B VR2 delivered", a.frame_size),
+                        &d.name,
+                        "ratio",
+                    );
+                    let (s2, r2) = per[1];
+                    m.value = Some(if s2 == 0 { 0.0 } else { r2 as f64 / s2 as f64 });
+                    m.detail = serde_json::json!({
+                        "vr1": {"offered_fps": 3.0 * n, "sent": per[0].0, "received": per[0].1},
+                        "vr2": {"offered_fps": 0.3 * n, "sent": per[1].0, "received": per[1].1},
+                    });
+                    m.trials = vec![t];
+                    rec.measurements.push(m);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// RFC 2544 §26.4 back-to-back: the longest burst at `rate` with no frame lost (binary search
+/// over burst lengths 1 … 2^22, a burst being a trial of `len / rate` seconds).
+fn burst<M: Measurer>(m: &mut M, rate: f64) -> anyhow::Result<(u64, Vec<Trial>)>
+where
+    M::Error: Send + Sync,
+{
+    let mut trials = Vec::new();
+    let (mut lo, mut hi) = (0u64, 1u64 << 22);
+    let mut probe = |m: &mut M, len: u64| -> anyhow::Result<bool> {
+        let t = m
+            .trial(rate, Duration::from_secs_f64(len as f64 / rate))
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let ok = t.is_lossless();
+        trials.push(t);
+        Ok(ok)
+    };
+    if probe(m, hi)? {
+        return Ok((hi, trials));
+    }
+    while hi - lo > (hi / 100).max(1) {
+        let mid = lo + (hi - lo) / 2;
+        if probe(m, mid.max(1))? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok((lo, trials))
+}
+
+fn write(a: &Args, out: &Path, rec: &RunRecord, found: &Found) -> anyhow::Result<()> {
+    rec.save(out.join("run.json"))?;
+    let mut rep = Report::from_record(rec);
+    if !found.ndr.is_empty() {
+        let mut t = vrhost_bench::report::table::Table::new([
+            ("DUT", vrhost_bench::report::table::Align::Left),
+            (
+                "NDR Mpps (median)",
+                vrhost_bench::report::table::Align::Right,
+            ),
+            ("repeats", vrhost_bench::report::table::Align::Right),
+            ("spread", vrhost_bench::report::table::Align::Right),
+        ]);
+        for (d, v) in &found.ndr {
+            let s = Summary::of(v).ok();
+            t.row([
+                d.clone(),
+                format!("{:.3}", s.as_ref().map_or(v[0], |s| s.median) / 1e6),
+                v.len().to_string(),
+                s.and_then(|s| s.spread())
+                    .map_or("—".into(), |x| format!("{:.1} %", 100.0 * x)),
+            ]);
+        }
+        rep.heading(2, "NDR side by side").table(&t);
+        if found.ndr.len() == 2 {
+            let ks: Vec<&String> = found.ndr.keys().collect();
+            let r = vrhost_bench::stats::per_round_ratios(&found.ndr[ks[1]], &found.ndr[ks[0]]);
+            if let Some(s) = r.ok().and_then(|r| Summary::of(&r).ok()) {
+                rep.paragraph(&format!(
+                    "{} ÷ {}: median of per-round ratios **{:.3}** (range {:.3}–{:.3}).",
+                    ks[1], ks[0], s.median, s.min, s.max
+                ));
+            }
+        }
+    }
+    if !found.overload.is_empty() {
+        let series: Vec<Series> = found
+            .overload
+            .iter()
+            .map(|(d, t)| Series::overload(d, t))
+            .collect();
+        let svg = plot::overload_curve(
+            &format!("{} B frames: carried vs offered", a.frame_size),
+            &series,
+        )?;
+        plot::save_svg(out.join("overload.svg"), &svg)?;
+        rep.heading(2, "Carried vs offered load")
+            .image("carried vs offered", "overload.svg");
+    }
+    if !found.latency.is_empty() {
+        let rows: Vec<(String, &LatencySummary)> = found
+            .latency
+            .iter()
+            .flat_map(|(d, v)| v.iter().map(move |(p, l)| (format!("{d} at {p}"), l)))
+            .collect();
+        let refs: Vec<(&str, &LatencySummary)> =
+            rows.iter().map(|(n, l)| (n.as_str(), *l)).collect();
+        rep.heading(2, "Latency").table(&latency_table(&refs));
+        let cdfs: Vec<LatencyCdf> = rows
+            .iter()
+            .map(|(n, l)| LatencyCdf::from_summary(n, l))
+            .collect();
+        let svg = plot::latency_cdfs("latency CDF", &cdfs)?;
+        plot::save_svg(out.join("latency.svg"), &svg)?;
+        rep.image("latency CDFs", "latency.svg");
+    }
+    if !found.workpoints.is_empty() {
+        for (d, s) in &found.workpoints {
+            rep.heading(2, &format!("Work points, {d}"))
+                .table(&work_point_table(s));
+        }
+        let series: Vec<Series> = found
+            .workpoints
+            .iter()
+            .map(|(d, s)| Series::fairness(d, &s.points))
+            .collect();
+        let svg = plot::throughput_vs_fairness("throughput vs Jain's index J(k)", &series)?;
+        plot::save_svg(out.join("workpoints.svg"), &svg)?;
+        rep.image("throughput vs J", "workpoints.svg");
+    }
+    rep.save(out.join("report.md"))?;
+    Ok(())
+}

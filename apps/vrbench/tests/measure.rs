@@ -1,0 +1,106 @@
+//! `vrbench quick --ci` and `vrbench measure` end to end on the in-process DUT: the searches
+//! run against vrhost's real data plane, the run record, the report and the plots are
+//! written, and bad input is refused before anything is built. No root needed.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("vrbench-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn quick_writes_a_record_a_report_and_plots() {
+    let out = out_dir("quick");
+    let o = Command::new(env!("CARGO_BIN_EXE_vrbench"))
+        .args(["quick", "--ci", "--out"])
+        .arg(&out)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("running vrbench quick");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "vrbench quick --ci failed:\n{stderr}");
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["partial"], Value::Bool(false), "{stderr}");
+    let ms = run["measurements"].as_array().expect("measurements");
+    let find = |name: &str| {
+        ms.iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {ms:?}"))
+    };
+    let ndr = find("mlr/64B/NDR")["value"].as_f64().expect("an NDR");
+    // A data plane on one core forwards well over 100 kpps even on a busy host.
+    assert!(ndr > 100_000.0, "NDR {ndr}");
+    let trials = find("mlr/64B/NDR")["trials"].as_array().unwrap();
+    assert!(trials.len() >= 2, "the search ran trials");
+    for t in trials {
+        let (sent, rx) = (t["sent"].as_u64().unwrap(), t["received"].as_u64().unwrap());
+        assert!(rx <= sent, "received {rx} > sent {sent}");
+    }
+    let overload = find("overload/64B")["trials"].as_array().unwrap();
+    assert_eq!(overload.len(), 8, "10 % … 300 % of NDR");
+    let tn = find("workpoints/64B/N=4 T^N");
+    assert!(tn["value"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        tn["detail"]["points"].as_array().unwrap().len(),
+        4,
+        "k = 1..4"
+    );
+    let iso = find("isolation/64B VR2 delivered")["value"]
+        .as_f64()
+        .unwrap();
+    assert!((0.0..=1.0).contains(&iso));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for s in [
+        "NDR side by side",
+        "Carried vs offered",
+        "Latency",
+        "Work points",
+    ] {
+        assert!(report.contains(s), "report lacks {s}:\n{report}");
+    }
+    for f in ["overload.svg", "latency.svg", "workpoints.svg"] {
+        let svg = std::fs::read_to_string(out.join(f)).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("vrhost-inproc"),
+            "{f}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_is_built() {
+    for (args, says) in [
+        (vec!["--frame-size", "32"], "--frame-size 32"),
+        (vec!["--frame-size", "9000"], "--frame-size 9000"),
+        (vec!["--max-mpps", "500"], "--max-mpps 500"),
+        (vec!["--max-shortfall", "lots"], "--max-shortfall"),
+        (vec!["--dut-core", "4096"], "--dut-core 4096"),
+    ] {
+        let out = out_dir("bad");
+        let o = Command::new(env!("CARGO_BIN_EXE_vrbench"))
+            .arg("measure")
+            .args(&args)
+            .arg("--out")
+            .arg(&out)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} accepted");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?}: output written before the check");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_vrbench"))
+        .args(["measure", "--duts", "dpdk-l3fwd"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("vrhost-inproc"));
+}
