@@ -69,6 +69,9 @@ pub(crate) struct InprocSpec {
     pub(crate) routes: usize,
     /// Destinations per stream.
     pub(crate) flows: u32,
+    /// VIFs per VR (at least 2: `in` and `out`; the others sit idle on port 0, each with a
+    /// MAC the demux must tell apart).
+    pub(crate) vifs: usize,
     /// Frame size on the wire, FCS included.
     pub(crate) frame_size: usize,
     /// Core of the worker and of the tester (generator + sink).
@@ -113,6 +116,9 @@ impl InprocDut {
         if spec.vrs == 0 || spec.vrs > 4096 {
             bail!("--vrs {} must be 1..=4096", spec.vrs);
         }
+        if !(2..=64).contains(&spec.vifs) {
+            bail!("--vifs {} must be 2..=64 per VR", spec.vifs);
+        }
         if spec.routes > 65_536 {
             bail!(
                 "--routes {} must be at most 65,536 /24s per VR here",
@@ -156,6 +162,11 @@ impl InprocDut {
                 vif("out", 1, out_mac(k), Ipv4Addr::new(192, 0, 2, 254)),
             )?;
             debug_assert_eq!(out, OUT_VIF);
+            for j in 2..spec.vifs {
+                let mac = EthernetAddress([0x02, 0x76, 0x73, j as u8, k as u8, (k >> 8) as u8]);
+                let a = Ipv4Addr::new(172, 16 + (j >> 8) as u8, j as u8, 1);
+                dp.add_vif(vr.name(), vif(&format!("x{j}"), 0, mac, a))?;
+            }
             let via = NextHopSet::one(NextHop::Via {
                 addr: IpAddr::V4(GW),
                 ifindex: u32::from(OUT_VIF),

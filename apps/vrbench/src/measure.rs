@@ -55,6 +55,8 @@ pub(crate) enum Test {
     Burst,
     Workpoints,
     Isolation,
+    /// NDR against VR count, VIFs per VR, routes per VR and flows (`--scale-*`).
+    Scaling,
 }
 
 /// DUT profiles.
@@ -101,6 +103,21 @@ pub(crate) struct Args {
     /// Destinations per VR's stream.
     #[arg(long, default_value_t = 1)]
     flows: u32,
+    /// VIFs per VR (2 carry the traffic, the others sit on the ingress port).
+    #[arg(long, default_value_t = 2)]
+    vifs: usize,
+    /// `scaling`: VR counts to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+    scale_vrs: Vec<usize>,
+    /// `scaling`: VIFs per VR to measure.
+    #[arg(long, value_delimiter = ',', default_value = "2,8,32")]
+    scale_vifs: Vec<usize>,
+    /// `scaling`: /24 routes per VR to measure.
+    #[arg(long, value_delimiter = ',', default_value = "0,1000,10000,65536")]
+    scale_routes: Vec<usize>,
+    /// `scaling`: flows per VR to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,100,10000")]
+    scale_flows: Vec<u32>,
     /// Highest offered load searched, Mpps.
     #[arg(long, default_value_t = 40.0)]
     max_mpps: f64,
@@ -194,6 +211,11 @@ pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
         workpoint_vrs: 4,
         routes: 0,
         flows: 1,
+        vifs: 2,
+        scale_vrs: vec![1, 4, 16, 64],
+        scale_vifs: vec![2, 8, 32],
+        scale_routes: vec![0, 1000, 10_000, 65_536],
+        scale_flows: vec![1, 100, 10_000],
         max_mpps: 40.0,
         min_mpps: 0.01,
         trial_seconds: trial,
@@ -287,11 +309,24 @@ struct Dut {
 
 impl Dut {
     fn open(p: Profile, a: &Args, vrs: usize, stop: Arc<AtomicBool>) -> anyhow::Result<Dut> {
+        Dut::open_with(p, a, vrs, a.vifs, a.routes, a.flows, stop)
+    }
+
+    fn open_with(
+        p: Profile,
+        a: &Args,
+        vrs: usize,
+        vifs: usize,
+        routes: usize,
+        flows: u32,
+        stop: Arc<AtomicBool>,
+    ) -> anyhow::Result<Dut> {
         let inner = match p {
             Profile::VrhostInproc => InprocDut::new(InprocSpec {
                 vrs,
-                routes: a.routes,
-                flows: a.flows,
+                routes,
+                flows,
+                vifs,
                 frame_size: a.frame_size,
                 dut_core: a.dut_core,
                 tester_core: a.tester_core,
@@ -350,7 +385,12 @@ struct Found {
     overload: BTreeMap<String, Vec<Trial>>,
     latency: BTreeMap<String, Vec<(String, LatencySummary)>>,
     workpoints: BTreeMap<String, fairness::Sweep>,
+    /// Per dimension, per DUT: (x, NDR frames/s).
+    scaling: BTreeMap<&'static str, Curves>,
 }
+
+/// Per DUT, points (x, y).
+type Curves = BTreeMap<String, Vec<(f64, f64)>>;
 
 pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
     let mut a = a.clone();
@@ -666,6 +706,56 @@ fn measure_all(
                     found.workpoints.insert(d.name.clone(), sweep);
                 }
             }
+            Test::Scaling => {
+                let mut short = mlr.clone();
+                short.goals.truncate(1); // NDR only
+                let dims: [(&'static str, Vec<usize>); 4] = [
+                    ("VRs", a.scale_vrs.clone()),
+                    ("VIFs per VR", a.scale_vifs.clone()),
+                    ("routes per VR", a.scale_routes.clone()),
+                    (
+                        "flows per VR",
+                        a.scale_flows.iter().map(|f| *f as usize).collect(),
+                    ),
+                ];
+                for (dim, xs) in dims {
+                    for p in &a.duts {
+                        for &x in &xs {
+                            let (mut vrs, mut vifs, mut routes, mut flows) =
+                                (a.vrs, a.vifs, a.routes, a.flows);
+                            match dim {
+                                "VRs" => vrs = x,
+                                "VIFs per VR" => vifs = x,
+                                "routes per VR" => routes = x,
+                                _ => flows = x as u32,
+                            }
+                            let mut d =
+                                Dut::open_with(*p, a, vrs, vifs, routes, flows, stop.clone())?;
+                            progress.set_stage(&format!("{} NDR at {x} {dim}", d.name));
+                            let r = mlr::search(&mut progress.wrap(&mut d), &short)?;
+                            let v = r
+                                .goal("NDR")
+                                .and_then(|g| g.conditional_throughput)
+                                .context("no NDR")?;
+                            let mut m = Measurement::new(
+                                &format!("scaling/{}B/{dim}={x}", a.frame_size),
+                                &d.name,
+                                "frames/s",
+                            );
+                            m.value = Some(v);
+                            m.trials = r.trials.clone();
+                            rec.measurements.push(m);
+                            found
+                                .scaling
+                                .entry(dim)
+                                .or_default()
+                                .entry(d.name.clone())
+                                .or_default()
+                                .push((x as f64, v));
+                        }
+                    }
+                }
+            }
             Test::Isolation => {
                 for p in &a.duts {
                     let mut d = Dut::open(*p, a, 2, stop.clone())?;
@@ -806,6 +896,14 @@ fn write(a: &Args, out: &Path, rec: &RunRecord, found: &Found) -> anyhow::Result
         let svg = plot::throughput_vs_fairness("throughput vs Jain's index J(k)", &series)?;
         plot::save_svg(out.join("workpoints.svg"), &svg)?;
         rep.image("throughput vs J", "workpoints.svg");
+    }
+    for (k, (dim, per)) in found.scaling.iter().enumerate() {
+        let series: Vec<Series> = per.iter().map(|(d, p)| Series::new(d, p.clone())).collect();
+        let svg = plot::scaling_curve(&format!("NDR vs {dim}"), dim, &series)?;
+        let f = format!("scaling-{k}.svg");
+        plot::save_svg(out.join(&f), &svg)?;
+        rep.heading(2, &format!("Scaling: NDR vs {dim}"))
+            .image(&format!("NDR vs {dim}"), &f);
     }
     rep.save(out.join("report.md"))?;
     Ok(())

@@ -104,3 +104,56 @@ fn bad_input_is_refused_before_anything_is_built() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("vrhost-inproc"));
 }
+
+#[test]
+fn scaling_measures_every_point_of_every_dimension() {
+    let out = out_dir("scaling");
+    let o = Command::new(env!("CARGO_BIN_EXE_vrbench"))
+        .args([
+            "measure",
+            "--tests",
+            "scaling",
+            "--scale-vrs",
+            "1,3",
+            "--scale-vifs",
+            "2,4",
+            "--scale-routes",
+            "0,300",
+            "--scale-flows",
+            "1,50",
+            "--mlr-seconds",
+            "0.1,0.2",
+            "--max-shortfall",
+            "none",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    let names: Vec<&str> = run["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["value"].as_f64().is_some_and(|v| v > 0.0))
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    for n in [
+        "scaling/64B/VRs=1",
+        "scaling/64B/VRs=3",
+        "scaling/64B/VIFs per VR=4",
+        "scaling/64B/routes per VR=300",
+        "scaling/64B/flows per VR=50",
+    ] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    for k in 0..4 {
+        assert!(out.join(format!("scaling-{k}.svg")).is_file());
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
