@@ -11,7 +11,7 @@
 //! drains). A frame the full rx ring refuses is the DUT's loss, as a NIC's ring overflow is:
 //! it counts as sent and not received. The generator and the sink recycle slots through a
 //! ring of their own (same thread), so the tester costs ~20 ns per frame and is not what
-//! limits a DUT forwarding ~20 Mpps (`crates/traffic/PERF.md`).
+//! limits a DUT forwarding ~20 Mpps (`docs/perf.md, "vrbench's tester"`).
 //!
 //! Topology: VR `k` has VIF `in` on port 0 (MAC `02:76:72:00:k:01`, 198.18.0.1/24) and `out`
 //! on port 1 (192.0.2.254/24), a default route and `routes` /24s under 10.0.0.0/8 via the

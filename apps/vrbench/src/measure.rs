@@ -262,7 +262,7 @@ fn check(a: &Args) -> anyhow::Result<()> {
     if a.max_mpps > 100.0 {
         bail!(
             "--max-mpps {}: the in-process tester makes about 45 Mpps per core with its sink \
-             (crates/traffic/PERF.md); ask for at most 100 — higher would measure the tester",
+             (docs/perf.md, vrbench's tester); ask for at most 100 — higher would measure the tester",
             a.max_mpps
         );
     }

@@ -19,7 +19,7 @@
 //!
 //! **Timestamps** are taken when a vector starts being built (the clock is read per vector,
 //! not per frame; see [`clock`](crate::clock)), so a frame's latency includes up to one
-//! vector's build time: ~3 µs at full speed (256 × ~12 ns, PERF.md), ~12 ns × the burst
+//! vector's build time: ~3 µs at full speed (256 × ~12 ns, docs/perf.md, "vrbench's tester"), ~12 ns × the burst
 //! size at a paced rate.
 //!
 //! **Rates not met.** A stream whose pacer overflowed (`missed` > 0) was not offered at its
