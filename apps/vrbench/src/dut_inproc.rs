@@ -317,6 +317,7 @@ impl InprocDut {
             id: self.spec.tester_core,
         });
         let _ = pinned;
+        realtime(true);
         let t0 = Instant::now();
         while t0.elapsed() < duration {
             self.tester_gen.step();
@@ -325,6 +326,7 @@ impl InprocDut {
         let sent_for = t0.elapsed();
         // Drain: everything in flight either arrives or was dropped by the DUT.
         self.sink.drain(self.spec.drain, Duration::from_secs(2));
+        realtime(false);
         stop.store(true, Ordering::Relaxed);
         self.done.recv().context("the DUT worker thread is gone")?;
         let g = self.tester_gen.stats();
@@ -420,10 +422,32 @@ impl Drop for InprocDut {
     }
 }
 
+/// Make the calling thread `SCHED_FIFO` at the lowest priority for a trial (`true`), or an
+/// ordinary thread again (`false`). Why: on a shared 2-core host a compiler on the tester's
+/// or the worker's core otherwise takes it for whole time slices (ms) — thousands of frames
+/// the tester misses or the DUT's ring overflows, the machine's noise charged to one side.
+/// Both threads spin only during a trial; the kernel's RT throttling leaves other tasks 5 %
+/// of each core even then. Without the privilege (not root) the threads stay ordinary.
+fn realtime(on: bool) {
+    let (policy, prio) = if on {
+        (libc::SCHED_FIFO, 1)
+    } else {
+        (libc::SCHED_OTHER, 0)
+    };
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: sched_setscheduler on the calling thread (0) with a valid sched_param; no
+    // memory is kept by the kernel.
+    unsafe { libc::sched_setscheduler(0, policy, &param) };
+}
+
 fn run_worker(mut w: Worker, core: usize, cmd: Receiver<Cmd>, done: Sender<()>) {
     core_affinity::set_for_current(core_affinity::CoreId { id: core });
     while let Ok(Cmd::Run(stop)) = cmd.recv() {
+        realtime(true);
         w.run(&stop);
+        realtime(false);
         if done.send(()).is_err() {
             break;
         }

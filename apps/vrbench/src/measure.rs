@@ -513,16 +513,16 @@ fn measure_all(
     for d in &mut duts {
         progress.set_stage(&format!("{} tester calibration", d.name));
         let m = d.inner.tester_max(Duration::from_millis(500))?;
-        if 0.9 * m < max {
+        if 0.8 * m < max {
             rec.notes.push(format!(
                 "the tester offered at most {:.2} Mpps with {} in the loop; loads searched up to \
-                 {:.2} Mpps (90 % of that) instead of --max-mpps {}",
+                 {:.2} Mpps (80 % of that) instead of --max-mpps {}",
                 m / 1e6,
                 d.name,
-                0.9 * m / 1e6,
+                0.8 * m / 1e6,
                 a.max_mpps
             ));
-            max = 0.9 * m;
+            max = 0.8 * m;
         }
     }
     if max <= a.min_mpps * 1e6 {
