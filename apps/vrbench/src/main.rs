@@ -26,6 +26,7 @@ mod fibbench;
 mod fwd;
 mod inproc;
 mod lab;
+mod live;
 mod syncbench;
 
 use clap::{Parser, Subcommand};

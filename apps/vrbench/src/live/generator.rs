@@ -1,0 +1,407 @@
+//! The rate-controlled, stamped live-frames generator (`crates/traffic/XDP.md`, built).
+//!
+//! Like `fwd/generator.rs` it runs an XDP program with `BPF_PROG_RUN` +
+//! `BPF_F_TEST_XDP_LIVE_FRAMES` as if frames arrived on `a0`, and what the program returns
+//! `XDP_TX` for goes straight into `p0`'s rx ring. Unlike it, every frame is *signed*: per
+//! frame the program ([`program`])
+//!
+//! 1. takes the next slot of the [wheel](super::wheel) → stream `s` (one stream per VR);
+//! 2. copies stream `s`'s 48-byte head (headers, magic, stream id) over the frame;
+//! 3. stores `seq = seqs[s]++` and `bpf_ktime_get_ns()` (CLOCK_MONOTONIC, the sink's
+//!    clock) as 48-bit big-endian, and the UDP checksum (see `frames.rs`);
+//! 4. returns `XDP_TX`.
+//!
+//! **Sequence numbers and counts.** One generator thread issues every run, so the runs —
+//! and the program's updates of `seqs` — never overlap: `seqs` is a plain array (not
+//! per-CPU), each stream's sequence is contiguous from 0, and after the run `seqs[s]` *is*
+//! the number of frames stream `s` sent, exactly. (Several generator threads would need a
+//! stream id per thread, as XDP.md describes; one CPU already makes several Mpps here, more
+//! than any DUT of the lab forwards on this 2-core host.) `XDP_TX` is not delivery: veth
+//! drops a frame that finds `p0`'s ring full, and the sink counts it lost — the DUT's loss.
+//!
+//! **Pacing.** User space runs a `vrhost_traffic::Pacer` (token bucket over CLOCK_MONOTONIC,
+//! exact in the long run) for the *aggregate* rate and issues one run per granted burst,
+//! `repeat` = the grant: bursts are sized to the rate over `interval` (20 µs by default, at
+//! most 256 frames — the DUT's rx ring is 256 deep, so the generator never overflows it by
+//! itself), and the wheel splits each burst among the streams by weight. Between bursts the
+//! thread spins on the clock (a sleep on this VM oversleeps by 50–100 µs, several bursts);
+//! waits longer than 200 µs sleep for all but the last 100 µs. If the generator falls behind
+//! (asked for more than it makes, or preempted) the bucket's overflow is counted as
+//! `missed`, and the trial reports the shortfall rather than a rate it did not offer.
+//!
+//! **Why the program stays attached to a spare veth**: see `fwd/generator.rs` — otherwise
+//! each run waits for an RCU grace period while the dispatcher is rewritten.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use vrhost_lab::{Netns, Side};
+use vrhost_traffic::clock::monotonic_ns;
+use vrhost_traffic::{Pacer, Rate};
+
+use super::frames::{self, HEAD_LEN, SEQ_AT, TEMPLATE_VALUE, TIME_AT, Template, UDP_CSUM_AT};
+use super::wheel::{self, MAX_SLOTS};
+use crate::fwd::bpf::{self, Alu, Cond, Insn, Link, Map, Program, Size};
+
+/// The spare veth pair in the side-A namespace holding the program attached.
+const KEEP_IF: (&str, &str) = ("vrblive0", "vrblive1");
+/// Default burst interval.
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_micros(20);
+/// Frames per live-frames flush inside a run (the kernel's default).
+const FLUSH_BATCH: u32 = 64;
+
+/// The loaded generator: program, maps, and the streams' templates.
+#[derive(Debug)]
+pub(crate) struct Generator {
+    prog: Program,
+    state: Map,
+    wheel: Map,
+    templates: Map,
+    seqs: Map,
+    streams: u32,
+    frame: Vec<u8>,
+    size: u16,
+    _keep: Option<Link>,
+}
+
+/// What one paced run did.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sent {
+    /// Frames per stream (the program's own counters: exact).
+    pub(crate) per_stream: Vec<u64>,
+    /// From the first run's start to the last one's end.
+    pub(crate) elapsed: Duration,
+    /// Tokens the pacer discarded because the generator was behind (0 when it kept up).
+    pub(crate) missed: u64,
+    /// `BPF_PROG_RUN` calls made.
+    pub(crate) calls: u64,
+}
+
+impl Sent {
+    /// Frames of every stream.
+    pub(crate) fn total(&self) -> u64 {
+        self.per_stream.iter().sum()
+    }
+}
+
+/// The program. Maps: `state` [1] {u32 pos, u32 len}; `wheel` [MAX_SLOTS] u32 stream;
+/// `templates` [streams] of [`TEMPLATE_VALUE`] bytes; `seqs` [streams] u64.
+pub(crate) fn program(state: &Map, wheel: &Map, templates: &Map, seqs: &Map) -> Vec<Insn> {
+    use Size::{Dw, H, W};
+    let mut p: Vec<Insn> = Vec::with_capacity(128);
+    // Jumps to the abort label are patched at the end (`fix`).
+    let mut aborts = Vec::new();
+    let lookup = |p: &mut Vec<Insn>, aborts: &mut Vec<usize>, map: &Map| {
+        p.extend(Insn::load_map(1, map));
+        p.push(Insn::alu_reg(Alu::Mov, 2, 10));
+        p.push(Insn::alu_imm(Alu::Add, 2, -4));
+        p.push(Insn::call(bpf::FUNC_MAP_LOOKUP_ELEM));
+        aborts.push(p.len());
+        p.push(Insn::jump_imm(Cond::Eq, 0, 0, 0));
+    };
+    p.push(Insn::alu_reg(Alu::Mov, 6, 1)); // r6 = ctx
+    p.push(Insn::call(bpf::FUNC_KTIME_GET_NS));
+    p.push(Insn::store(Dw, 10, -16, 0)); // ts on the stack
+    p.push(Insn::store_imm(W, 10, -4, 0)); // key = 0
+    lookup(&mut p, &mut aborts, state);
+    p.push(Insn::load(W, 1, 0, 0)); // r1 = pos
+    p.push(Insn::load(W, 2, 0, 4)); // r2 = len
+    p.push(Insn::alu_reg(Alu::Mov, 3, 1)); // next = pos + 1 < len ? pos + 1 : 0
+    p.push(Insn::alu_imm(Alu::Add, 3, 1));
+    p.push(Insn::jump_reg(Cond::Lt, 3, 2, 1));
+    p.push(Insn::alu_imm(Alu::Mov, 3, 0));
+    p.push(Insn::store(W, 0, 0, 3));
+    p.push(Insn::store(W, 10, -4, 1)); // key = pos
+    lookup(&mut p, &mut aborts, wheel);
+    p.push(Insn::load(W, 7, 0, 0)); // r7 = stream
+    p.push(Insn::store(W, 10, -4, 7)); // key = stream
+    lookup(&mut p, &mut aborts, templates);
+    p.push(Insn::alu_reg(Alu::Mov, 8, 0)); // r8 = &templates[stream]
+    lookup(&mut p, &mut aborts, seqs);
+    p.push(Insn::alu_reg(Alu::Mov, 9, 0)); // r9 = &seqs[stream]
+    p.push(Insn::load(W, 2, 6, 0)); // r2 = data
+    p.push(Insn::load(W, 3, 6, 4)); // r3 = data_end
+    p.push(Insn::alu_reg(Alu::Mov, 4, 2));
+    p.push(Insn::alu_imm(Alu::Add, 4, frames::MIN_BUF as i32));
+    aborts.push(p.len());
+    p.push(Insn::jump_reg(Cond::Gt, 4, 3, 0));
+    for w in 0..(HEAD_LEN / 8) as i16 {
+        p.push(Insn::load(Dw, 1, 8, 8 * w));
+        p.push(Insn::store(Dw, 2, 8 * w, 1));
+    }
+    p.push(Insn::load(Dw, 1, 9, 0)); // r1 = seq; seqs[stream] = seq + 1
+    p.push(Insn::alu_reg(Alu::Mov, 4, 1));
+    p.push(Insn::alu_imm(Alu::Add, 4, 1));
+    p.push(Insn::store(Dw, 9, 0, 4));
+    p.push(Insn::load(Dw, 5, 10, -16)); // r5 = ts
+    // 48-bit big-endian: the high 16 bits, then the low 32.
+    for (reg, at) in [(1u8, SEQ_AT), (5, TIME_AT)] {
+        p.push(Insn::alu_reg(Alu::Mov, 4, reg));
+        p.push(Insn::alu_imm(Alu::Rsh, 4, 32));
+        p.push(Insn::to_be(4, 16));
+        p.push(Insn::store(H, 2, at as i16, 4));
+        p.push(Insn::alu_reg(Alu::Mov, 4, reg));
+        p.push(Insn::to_be(4, 32));
+        p.push(Insn::store(W, 2, at as i16 + 2, 4));
+    }
+    // UDP checksum: ~fold(udp_sum + words(seq) + words(ts)), 0 sent as 0xffff.
+    p.push(Insn::load(W, 0, 8, HEAD_LEN as i16)); // r0 = udp_sum
+    for reg in [1u8, 5] {
+        for shift in [0, 16, 32] {
+            p.push(Insn::alu_reg(Alu::Mov, 4, reg));
+            if shift > 0 {
+                p.push(Insn::alu_imm(Alu::Rsh, 4, shift));
+            }
+            p.push(Insn::alu_imm(Alu::And, 4, 0xffff));
+            p.push(Insn::alu_reg(Alu::Add, 0, 4));
+        }
+    }
+    for _ in 0..2 {
+        p.push(Insn::alu_reg(Alu::Mov, 4, 0));
+        p.push(Insn::alu_imm(Alu::Rsh, 4, 16));
+        p.push(Insn::alu_imm(Alu::And, 0, 0xffff));
+        p.push(Insn::alu_reg(Alu::Add, 0, 4));
+    }
+    p.push(Insn::alu_imm(Alu::Xor, 0, 0xffff));
+    p.push(Insn::jump_imm(Cond::Ne, 0, 0, 1));
+    p.push(Insn::alu_imm(Alu::Mov, 0, 0xffff));
+    p.push(Insn::to_be(0, 16));
+    p.push(Insn::store(H, 2, UDP_CSUM_AT as i16, 0));
+    p.push(Insn::alu_imm(Alu::Mov, 0, bpf::XDP_TX));
+    p.push(Insn::exit());
+    let abort = p.len();
+    p.push(Insn::alu_imm(Alu::Mov, 0, bpf::XDP_DROP));
+    p.push(Insn::exit());
+    for at in aborts {
+        let mut j = p[at];
+        j.set_off((abort - at - 1) as i16);
+        p[at] = j;
+    }
+    p
+}
+
+impl Generator {
+    /// Load the generator for streams `0..streams` (stream `i` carries VR `i`'s traffic) in
+    /// frames of `size` bytes on the wire. With `side_a` (the lab's `<P>-a`), also attach it
+    /// to a spare veth made there (see the module docs); without, it can only be test-run.
+    pub(crate) fn load(side_a: Option<&Netns>, streams: u32, size: u16) -> anyhow::Result<Self> {
+        frames::check_size(size).map_err(anyhow::Error::msg)?;
+        if streams == 0 || streams > MAX_SLOTS {
+            bail!("{streams} streams: the generator takes 1 to {MAX_SLOTS}");
+        }
+        let state = Map::array(bpf::MAP_ARRAY, 8, 1, "vrb_live_st")?;
+        let wheel = Map::array(bpf::MAP_ARRAY, 4, MAX_SLOTS, "vrb_live_wh")?;
+        let templates = Map::array(
+            bpf::MAP_ARRAY,
+            TEMPLATE_VALUE as u32,
+            streams,
+            "vrb_live_tp",
+        )?;
+        let seqs = Map::array(bpf::MAP_ARRAY, 8, streams, "vrb_live_sq")?;
+        let prog = Program::load_xdp(&program(&state, &wheel, &templates, &seqs), "vrb_live_gen")
+            .context("loading the generator program")?;
+        let keep = match side_a {
+            Some(ns) => {
+                ns.ip(&[
+                    "link", "add", KEEP_IF.0, "type", "veth", "peer", "name", KEEP_IF.1,
+                ])?;
+                Some(ns.run(|| Link::attach_xdp(&prog, bpf::ifindex(KEEP_IF.0)?, false))??)
+            }
+            None => None,
+        };
+        let mut g = Generator {
+            prog,
+            state,
+            wheel,
+            templates,
+            seqs,
+            streams,
+            frame: Vec::new(),
+            size: 0,
+            _keep: keep,
+        };
+        g.set_size(size)?;
+        g.set_weights(&vec![1.0; streams as usize])?;
+        Ok(g)
+    }
+
+    /// Streams the generator was loaded for.
+    pub(crate) fn streams(&self) -> u32 {
+        self.streams
+    }
+
+    /// Frame size on the wire now.
+    pub(crate) fn size(&self) -> u16 {
+        self.size
+    }
+
+    /// Send frames of `size` bytes on the wire from now on.
+    pub(crate) fn set_size(&mut self, size: u16) -> anyhow::Result<()> {
+        frames::check_size(size).map_err(anyhow::Error::msg)?;
+        let mut first = None;
+        for s in 0..self.streams {
+            let t = frames::template(s, s, size);
+            self.templates.set(s, &t.to_value())?;
+            first.get_or_insert(t);
+        }
+        self.frame = frames::run_frame(&first.expect("at least one stream"), size);
+        self.size = size;
+        Ok(())
+    }
+
+    /// Share the aggregate rate among the streams by `weights` (one per stream) from now on.
+    pub(crate) fn set_weights(&self, weights: &[f64]) -> anyhow::Result<()> {
+        wheel::check_weights(weights, self.streams as usize).map_err(anyhow::Error::msg)?;
+        let w = wheel::wheel(weights);
+        for (i, s) in w.iter().enumerate() {
+            self.wheel.set(i as u32, &s.to_ne_bytes())?;
+        }
+        let mut st = [0u8; 8];
+        st[4..].copy_from_slice(&(w.len() as u32).to_ne_bytes());
+        self.state.set(0, &st)?;
+        Ok(())
+    }
+
+    /// Zero every stream's sequence number (and so its sent count): the start of a trial.
+    /// Only while no run is in progress.
+    pub(crate) fn reset(&self) -> anyhow::Result<()> {
+        for s in 0..self.streams {
+            self.seqs.set(s, &[0; 8])?;
+        }
+        let mut st = self.state.get(0)?;
+        st[..4].fill(0);
+        self.state.set(0, &st)?;
+        Ok(())
+    }
+
+    /// Frames sent per stream since the last [`Self::reset`].
+    pub(crate) fn sent(&self) -> anyhow::Result<Vec<u64>> {
+        (0..self.streams)
+            .map(|s| {
+                let v = self.seqs.get(s)?;
+                Ok(u64::from_ne_bytes(v[..8].try_into().expect("8 bytes")))
+            })
+            .collect()
+    }
+
+    /// Send at `rate` (aggregate, or as fast as it can) for `duration` from a thread
+    /// pinned to `core` in `side_a`, out of `a0`; stops early if `stop` is set.
+    pub(crate) fn run(
+        &self,
+        side_a: &Netns,
+        core: usize,
+        rate: Rate,
+        interval: Duration,
+        duration: Duration,
+        stop: &AtomicBool,
+    ) -> anyhow::Result<Sent> {
+        let before = self.sent()?;
+        let (elapsed, missed, calls) = std::thread::scope(|s| {
+            s.spawn(|| self.thread(side_a, core, rate, interval, duration, stop))
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e))
+        })?;
+        let after = self.sent()?;
+        Ok(Sent {
+            per_stream: after.iter().zip(&before).map(|(a, b)| a - b).collect(),
+            elapsed,
+            missed,
+            calls,
+        })
+    }
+
+    fn thread(
+        &self,
+        side_a: &Netns,
+        core: usize,
+        rate: Rate,
+        interval: Duration,
+        duration: Duration,
+        stop: &AtomicBool,
+    ) -> anyhow::Result<(Duration, u64, u64)> {
+        side_a.enter_current_thread()?;
+        if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+            bail!("cannot pin the generator thread to core {core}");
+        }
+        let ifindex = bpf::ifindex(Side::A.side_ifname())?;
+        let start = monotonic_ns();
+        let end = start + duration.as_nanos() as u64;
+        let mut pacer = Pacer::new(rate, interval.as_nanos() as u64, start)?;
+        let mut calls = 0u64;
+        let mut now = start;
+        while now < end && !stop.load(Ordering::Relaxed) {
+            let n = pacer.grant(now);
+            if n > 0 {
+                match self
+                    .prog
+                    .run_live(&self.frame, ifindex, 0, n as u32, FLUSH_BATCH)
+                {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                    Err(e) => return Err(e).context("BPF_PROG_RUN (live frames) on a0"),
+                }
+                calls += 1;
+            } else {
+                let wait = pacer.ns_until_burst(now).min(end - now);
+                if wait > 200_000 {
+                    std::thread::sleep(Duration::from_nanos(wait - 100_000));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            now = monotonic_ns();
+        }
+        Ok((Duration::from_nanos(now - start), pacer.missed(), calls))
+    }
+
+    /// Run the program once on `frame` without sending (tests): returns the verdict and the
+    /// frame as the program left it.
+    #[cfg(test)]
+    pub(crate) fn test_run(&self, frame: &[u8]) -> anyhow::Result<(u32, Vec<u8>)> {
+        Ok(self.prog.test_run_out(frame)?)
+    }
+}
+
+/// The template stream `s` of a generator of frames of `size` bytes uses (tests).
+#[cfg(test)]
+pub(crate) fn template_of(s: u32, size: u16) -> Template {
+    frames::template(s, s, size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Run the real program (no lab, no sending: `BPF_PROG_RUN` returns the frame) and check
+    /// each frame against the Rust reference: stream rotation by the wheel, sequence
+    /// numbers per stream from 0, a fresh timestamp, a valid checksum.
+    #[test]
+    fn the_program_stamps_like_the_reference() {
+        if !vrhost_lab::require_root("generator program test run") {
+            return;
+        }
+        let g = Generator::load(None, 3, 64).unwrap();
+        g.set_weights(&[2.0, 1.0, 1.0]).unwrap();
+        let order = wheel::wheel(&[2.0, 1.0, 1.0]);
+        let mut next_seq = [0u64; 3];
+        for i in 0..12 {
+            let t0 = monotonic_ns();
+            let (verdict, out) = g.test_run(&g.frame).unwrap();
+            let t1 = monotonic_ns();
+            assert_eq!(verdict, bpf::XDP_TX as u32);
+            let sig = vrhost_traffic::signature::parse(&out).expect("signed");
+            let s = order[i % order.len()];
+            assert_eq!(sig.stream, s, "frame {i}");
+            assert_eq!(sig.seq, next_seq[s as usize], "frame {i}");
+            next_seq[s as usize] += 1;
+            assert!((t0..=t1).contains(&sig.tx_ns), "time {} not in [{t0}, {t1}]", sig.tx_ns);
+            let mut want = out.clone();
+            frames::stamp(&template_of(s, 64), &mut want, sig.seq, sig.tx_ns);
+            assert_eq!(out, want, "frame {i}");
+        }
+        assert_eq!(g.sent().unwrap(), [6, 3, 3]);
+        g.reset().unwrap();
+        assert_eq!(g.sent().unwrap(), [0, 0, 0]);
+    }
+}
