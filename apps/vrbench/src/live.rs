@@ -94,12 +94,18 @@ fn spec_of(args: &Args) -> anyhow::Result<TrialSpec> {
         None
     } else {
         let mpps: f64 = args.rate.parse().map_err(|_| {
-            anyhow::anyhow!("--rate {:?}: a number of Mpps (e.g. 0.05) or `max`", args.rate)
+            anyhow::anyhow!(
+                "--rate {:?}: a number of Mpps (e.g. 0.05) or `max`",
+                args.rate
+            )
         })?;
         Some(mpps * 1e6)
     };
     if !(args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 86_400.0) {
-        bail!("--seconds {}: must be positive (at most a day)", args.seconds);
+        bail!(
+            "--seconds {}: must be positive (at most a day)",
+            args.seconds
+        );
     }
     if !(args.warmup.is_finite() && args.warmup >= 0.0) {
         bail!("--warmup {}: must be 0 or more", args.warmup);

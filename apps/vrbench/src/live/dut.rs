@@ -151,8 +151,8 @@ impl LiveLab {
         .with_context(|| format!("building lab {name}"))?;
         // From here on `lab` is deleted if anything fails (it drops).
         let sink = Sink::load(Some(lab.side(Side::B)), vrs).context("attaching the sink to b0")?;
-        let generator = Generator::load(Some(lab.side(Side::A)), vrs, size)
-            .context("loading the generator")?;
+        let generator =
+            Generator::load(Some(lab.side(Side::A)), vrs, size).context("loading the generator")?;
         let mut p0 = None;
         let mut drop_prog = None;
         let mut daemon = None;
@@ -165,9 +165,10 @@ impl LiveLab {
                     &[Insn::alu_imm(Alu::Mov, 0, bpf::XDP_DROP), Insn::exit()],
                     "vrb_live_drop",
                 )?;
-                drop_prog = Some(lab.router().run(|| {
-                    Link::attach_xdp(&prog, bpf::ifindex(Side::A.port())?, false)
-                })??);
+                drop_prog = Some(
+                    lab.router()
+                        .run(|| Link::attach_xdp(&prog, bpf::ifindex(Side::A.port())?, false))??,
+                );
             }
             Profile::VrhostAfxdp | Profile::VrhostAfpacket => {
                 let Some(bin) = vrhost else {

@@ -423,7 +423,11 @@ mod tests {
             assert_eq!(sig.stream, s, "frame {i}");
             assert_eq!(sig.seq, next_seq[s as usize], "frame {i}");
             next_seq[s as usize] += 1;
-            assert!((t0..=t1).contains(&sig.tx_ns), "time {} not in [{t0}, {t1}]", sig.tx_ns);
+            assert!(
+                (t0..=t1).contains(&sig.tx_ns),
+                "time {} not in [{t0}, {t1}]",
+                sig.tx_ns
+            );
             let mut want = out.clone();
             frames::stamp(&template_of(s, 64), &mut want, sig.seq, sig.tx_ns);
             assert_eq!(out, want, "frame {i}");

@@ -148,15 +148,35 @@ pub(crate) fn program(
     p.push(Insn::load(W, 3, 1, data_end));
     p.push(Insn::alu_reg(Alu::Mov, 4, 2));
     p.push(Insn::alu_imm(Alu::Add, 4, super::frames::MIN_BUF as i32));
-    jmp(&mut p, &mut fix, Insn::jump_reg(Cond::Gt, 4, 3, 0), L::Unsigned);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_reg(Cond::Gt, 4, 3, 0),
+        L::Unsigned,
+    );
     // Little-endian loads of big-endian fields compare against swapped constants.
     let le16 = |v: u16| i32::from(u16::from_le_bytes(v.to_be_bytes()));
     p.push(Insn::load(H, 4, 2, 12));
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Ne, 4, le16(0x0800), 0), L::Unsigned);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Ne, 4, le16(0x0800), 0),
+        L::Unsigned,
+    );
     p.push(Insn::load(B, 4, 2, 14));
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Ne, 4, 0x45, 0), L::Unsigned);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Ne, 4, 0x45, 0),
+        L::Unsigned,
+    );
     p.push(Insn::load(B, 4, 2, 23));
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Ne, 4, 17, 0), L::Unsigned);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Ne, 4, 17, 0),
+        L::Unsigned,
+    );
     p.push(Insn::load(H, 4, 2, SIG_AT as i16));
     jmp(
         &mut p,
@@ -166,7 +186,12 @@ pub(crate) fn program(
     );
     p.push(Insn::load(W, 7, 2, SIG_AT as i16 + 2)); // r7 = stream id
     p.push(Insn::to_be(7, 32));
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Ge, 7, streams as i32, 0), L::Unknown);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Ge, 7, streams as i32, 0),
+        L::Unknown,
+    );
     // r8 = seq, r9 = tx time (48 bits each).
     for (reg, off) in [(8u8, SEQ_AT), (9, TIME_AT)] {
         p.push(Insn::load(H, reg, 2, off as i16));
@@ -229,7 +254,12 @@ pub(crate) fn program(
     p.push(Insn::call(bpf::FUNC_MAP_LOOKUP_ELEM));
     jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Eq, 0, 0, 0), L::Seq);
     p.push(Insn::load(Dw, 3, 10, -24));
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Ge, 3, BUCKETS as i32, 0), L::Seq);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Ge, 3, BUCKETS as i32, 0),
+        L::Seq,
+    );
     p.push(Insn::alu_imm(Alu::Lsh, 3, 3));
     p.push(Insn::alu_reg(Alu::Add, 0, 3));
     p.push(Insn::alu_imm(Alu::Mov, 1, 1));
@@ -253,16 +283,41 @@ pub(crate) fn program(
     p.push(Insn::alu_imm(Alu::Mov, 4, 1));
     p.push(Insn::alu_reg(Alu::Lsh, 4, 5)); // r4 = bit
     p.push(Insn::load(Dw, 5, 6, F::Next as i16));
-    jmp(&mut p, &mut fix, Insn::jump_reg(Cond::Ge, 8, 5, 0), L::InOrder);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_reg(Cond::Ge, 8, 5, 0),
+        L::InOrder,
+    );
     // Behind: more than the window behind the highest is too old.
     p.push(Insn::alu_reg(Alu::Sub, 5, 8));
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Gt, 5, WINDOW as i32, 0), L::TooOld);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Gt, 5, WINDOW as i32, 0),
+        L::TooOld,
+    );
     p.push(Insn::load(Dw, 3, 0, 0)); // r3 = slot tag
-    jmp(&mut p, &mut fix, Insn::jump_reg(Cond::Gt, 3, 2, 0), L::TooOld);
-    jmp(&mut p, &mut fix, Insn::jump_reg(Cond::Eq, 3, 2, 0), L::Check);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_reg(Cond::Gt, 3, 2, 0),
+        L::TooOld,
+    );
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_reg(Cond::Eq, 3, 2, 0),
+        L::Check,
+    );
     p.push(Insn::store(Dw, 0, 0, 2)); // a stale slot: nothing of word w seen
     p.push(Insn::store(Dw, 0, 8, 4));
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Always, 0, 0, 0), L::Reordered);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Always, 0, 0, 0),
+        L::Reordered,
+    );
     at.push((L::Check, p.len()));
     p.push(Insn::load(Dw, 3, 0, 8));
     p.push(Insn::alu_reg(Alu::Mov, 5, 3));
@@ -270,29 +325,59 @@ pub(crate) fn program(
     jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Ne, 5, 0, 0), L::Dup);
     p.push(Insn::alu_reg(Alu::Or, 3, 4));
     p.push(Insn::store(Dw, 0, 8, 3));
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Always, 0, 0, 0), L::Reordered);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Always, 0, 0, 0),
+        L::Reordered,
+    );
     at.push((L::Dup, p.len()));
     one(&mut p, F::Duplicated);
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Always, 0, 0, 0), L::Drop);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Always, 0, 0, 0),
+        L::Drop,
+    );
     at.push((L::TooOld, p.len()));
     one(&mut p, F::TooOld);
     at.push((L::Reordered, p.len()));
     one(&mut p, F::Reordered);
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Always, 0, 0, 0), L::Drop);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Always, 0, 0, 0),
+        L::Drop,
+    );
     at.push((L::InOrder, p.len()));
     p.push(Insn::alu_reg(Alu::Mov, 5, 8));
     p.push(Insn::alu_imm(Alu::Add, 5, 1));
     p.push(Insn::store(Dw, 6, F::Next as i16, 5));
     p.push(Insn::load(Dw, 3, 0, 0));
-    jmp(&mut p, &mut fix, Insn::jump_reg(Cond::Eq, 3, 2, 0), L::SetBit);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_reg(Cond::Eq, 3, 2, 0),
+        L::SetBit,
+    );
     p.push(Insn::store(Dw, 0, 0, 2));
     p.push(Insn::store(Dw, 0, 8, 4));
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Always, 0, 0, 0), L::Drop);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Always, 0, 0, 0),
+        L::Drop,
+    );
     at.push((L::SetBit, p.len()));
     p.push(Insn::load(Dw, 3, 0, 8));
     p.push(Insn::alu_reg(Alu::Or, 3, 4));
     p.push(Insn::store(Dw, 0, 8, 3));
-    jmp(&mut p, &mut fix, Insn::jump_imm(Cond::Always, 0, 0, 0), L::Drop);
+    jmp(
+        &mut p,
+        &mut fix,
+        Insn::jump_imm(Cond::Always, 0, 0, 0),
+        L::Drop,
+    );
     // Other frames: per-CPU slot 0 (unsigned) or 1 (unknown stream).
     at.push((L::Unknown, p.len()));
     p.push(Insn::store_imm(W, 10, -4, 1));
@@ -341,12 +426,13 @@ impl Sink {
         let insns = program(&state, &hist, &window, &other, streams);
         let prog = Program::load_tcx_ingress(&insns, "vrb_live_sink")
             .context("loading the sink program")?;
-        let link = match side_b {
-            Some(ns) => Some(ns.run(|| {
-                Link::attach_tcx_ingress(&prog, bpf::ifindex(Side::B.side_ifname())?)
-            })??),
-            None => None,
-        };
+        let link =
+            match side_b {
+                Some(ns) => Some(ns.run(|| {
+                    Link::attach_tcx_ingress(&prog, bpf::ifindex(Side::B.side_ifname())?)
+                })??),
+                None => None,
+            };
         let s = Sink {
             prog,
             state,

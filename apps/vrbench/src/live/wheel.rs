@@ -23,14 +23,17 @@ pub(crate) const MAX_SLOTS: u32 = 4096;
 /// slot for every positive weight).
 fn counts(weights: &[f64], len: u32) -> Vec<u32> {
     let total: f64 = weights.iter().sum();
-    let ideal: Vec<f64> = weights
-        .iter()
-        .map(|w| w / total * f64::from(len))
-        .collect();
+    let ideal: Vec<f64> = weights.iter().map(|w| w / total * f64::from(len)).collect();
     let mut c: Vec<u32> = ideal
         .iter()
         .zip(weights)
-        .map(|(x, w)| if *w > 0.0 { (x.floor() as u32).max(1) } else { 0 })
+        .map(|(x, w)| {
+            if *w > 0.0 {
+                (x.floor() as u32).max(1)
+            } else {
+                0
+            }
+        })
         .collect();
     let mut order: Vec<usize> = (0..weights.len()).collect();
     order.sort_by(|&a, &b| {
@@ -154,7 +157,10 @@ mod tests {
         for (i, &k) in c.iter().enumerate() {
             let got = k as f64 / w.len() as f64;
             let want = weights[i] / total;
-            assert!((got - want).abs() <= 1e-3 * want, "stream {i}: {got} vs {want}");
+            assert!(
+                (got - want).abs() <= 1e-3 * want,
+                "stream {i}: {got} vs {want}"
+            );
         }
         assert!(check_weights(&[1.0, 0.0], 2).is_err());
         assert!(check_weights(&[1.0], 2).is_err());
