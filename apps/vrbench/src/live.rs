@@ -75,7 +75,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 200)]
     drain_ms: u64,
     /// The pacer's burst interval in µs (bursts of rate × interval frames, at most 256).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = generator::DEFAULT_INTERVAL.as_micros() as u64)]
     burst_us: u64,
     /// Lab name [default: trial<pid>].
     #[arg(long)]
@@ -213,7 +213,7 @@ mod tests {
         assert!(err("--dut kernel --rate fast").contains("Mpps"));
         assert!(err("--dut kernel --rate 0.05 --vrs 2").contains("exactly one VR"));
         assert!(err("--dut kernel-bridge --rate 0.05 --vrs 2 --weights 1").contains("one per VR"));
-        assert!(err("--dut kernel --rate -1").contains("positive"));
+        assert!(err("--dut kernel --rate 0").contains("positive"));
         assert!(err("--dut dpdk --rate 1").contains("invalid value"));
         let s = spec("--dut kernel-macvlan --rate 0.1 --vrs 3 --weights 1,2,3").unwrap();
         assert_eq!(s.rate_pps, Some(100_000.0));

@@ -529,6 +529,7 @@ impl Program {
     /// Run the program once on a copy of `frame` (`BPF_PROG_RUN` without live frames, no
     /// context: for XDP the kernel makes one, for tc the frame starts at the Ethernet
     /// header); returns the program's return value. Nothing is sent.
+    #[cfg(test)]
     pub(crate) fn test_run(&self, frame: &[u8]) -> io::Result<u32> {
         self.run_flags(frame, None, None, 1, 0, 0)
     }

@@ -240,11 +240,6 @@ impl Generator {
         Ok(g)
     }
 
-    /// Streams the generator was loaded for.
-    pub(crate) fn streams(&self) -> u32 {
-        self.streams
-    }
-
     /// Frame size on the wire now.
     pub(crate) fn size(&self) -> u16 {
         self.size

@@ -27,7 +27,8 @@ pub(crate) const MAX_NS: u64 = (1 << 36) - 1;
 /// Buckets per stream.
 pub(crate) const BUCKETS: usize = 256 + (35 - 8 + 1) * 128;
 
-/// The bucket of latency `v` ns.
+/// The bucket of latency `v` ns (the program's computation, in Rust, for the tests).
+#[cfg(test)]
 pub(crate) fn bucket_of(v: u64) -> usize {
     let v = v.min(MAX_NS);
     if v < LINEAR {

@@ -9,6 +9,15 @@
 //! drain, the time a search really spends. The full per-stream result of the last trial is
 //! kept for reports ([`LabMeasurer::last`]).
 
+#![cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "driven by the RFC 2544 / MLRsearch commands over the lab, which come next; \
+                  tested here"
+    )
+)]
+
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -73,5 +82,59 @@ impl Measurer for LabMeasurer<'_> {
         };
         self.last = Some(r);
         Ok(trial)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use vrhost_bench::search::Resolution;
+    use vrhost_bench::search::rfc2544::{self, Rfc2544Outcome, Rfc2544Settings};
+
+    use super::super::dut::{Cores, Profile};
+    use super::*;
+
+    /// The searches drive the lab through the Measurer: an RFC 2544 search (short trials,
+    /// labelled as such by the settings) through the kernel forwarder at loads it carries
+    /// easily finds the maximum load loss-free; and the free `trial` function gives the same
+    /// exact counts.
+    #[test]
+    fn an_rfc2544_search_runs_on_the_kernel_lab() {
+        if !vrhost_lab::require_root("Measurer on a lab") {
+            return;
+        }
+        let name = format!("tlm{}", std::process::id());
+        let mut lab = LiveLab::up(
+            &name,
+            Profile::Kernel,
+            1,
+            64,
+            None,
+            Cores::default_for_host(),
+        )
+        .unwrap();
+        let r = super::super::trial::trial(&mut lab, 20e3, &[1.0], 128, Duration::from_millis(500))
+            .unwrap();
+        // The pacer is short of the ideal count by less than one burst (1 frame here).
+        assert!((9_999..=10_000).contains(&r.sent), "{r:?}");
+        assert_eq!((r.received, r.lost), (r.sent, 0), "{r:?}");
+        assert_eq!(r.spec.frame_size, 128);
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut m = LabMeasurer::new(&mut lab, stop);
+        m.template.warmup = Duration::from_millis(100);
+        let mut settings = Rfc2544Settings::new(10e3, 100e3);
+        settings.trial_duration = Duration::from_millis(500);
+        settings.resolution = Resolution::Relative(0.5);
+        let res = rfc2544::search(&mut m, &settings).unwrap();
+        assert_eq!(res.outcome, Rfc2544Outcome::MaxLoadLossless, "{res:?}");
+        let t = &res.trials[0];
+        assert_eq!(t.offered_load, 100e3);
+        assert!((49_998..=50_000).contains(&t.sent), "{t:?}");
+        assert_eq!(t.received, t.sent);
+        assert!(t.latency.as_ref().is_some_and(|l| l.min_ns > 0));
+        assert!(m.last.as_ref().is_some_and(|l| l.streams.len() == 1));
+        drop(m);
+        drop(lab);
+        assert!(vrhost_lab::Lab::namespaces_of(&name).unwrap().is_empty());
     }
 }

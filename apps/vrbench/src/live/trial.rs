@@ -174,6 +174,10 @@ pub(crate) struct TrialResult {
 
 /// Run one trial on `dut`: `offered_pps_total` shared by `weights`, frames of `frame_size`,
 /// for `duration`, with the default warm-up and drain.
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "the library form of `vrbench trial`; tested here")
+)]
 pub(crate) fn trial(
     dut: &mut LiveLab,
     offered_pps_total: f64,
