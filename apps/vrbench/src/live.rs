@@ -44,7 +44,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use dut::{Cores, LiveLab, Profile};
-use trial::TrialSpec;
+use trial::{GEN_MAX_PPS, TrialSpec};
 
 /// Options of `vrbench trial`.
 #[derive(clap::Args, Debug, Clone)]
@@ -74,9 +74,14 @@ pub(crate) struct Args {
     /// Wait after traffic stops before reading counters (ms).
     #[arg(long, default_value_t = 200)]
     drain_ms: u64,
-    /// The pacer's burst interval in µs (bursts of rate × interval frames, at most 256).
-    #[arg(long, default_value_t = generator::DEFAULT_INTERVAL.as_micros() as u64)]
-    burst_us: u64,
+    /// The pacer's burst interval in µs (bursts of rate × interval frames, at most 256)
+    /// [default: 20 µs at low rates, longer as the rate needs bigger runs; see
+    /// `generator.rs`].
+    #[arg(long)]
+    burst_us: Option<u64>,
+    /// Frames per live-frames flush inside a run (1–256); also the run's page-pool size.
+    #[arg(long, default_value_t = generator::DEFAULT_FLUSH)]
+    flush: u32,
     /// Lab name [default: trial<pid>].
     #[arg(long)]
     name: Option<String>,
@@ -129,7 +134,12 @@ fn spec_of(args: &Args) -> anyhow::Result<TrialSpec> {
         duration: Duration::from_secs_f64(args.seconds),
         warmup: Duration::from_secs_f64(args.warmup),
         drain: Duration::from_millis(args.drain_ms),
-        interval: Duration::from_micros(args.burst_us),
+        interval: match (args.burst_us, rate_pps) {
+            (Some(us), _) => Duration::from_micros(us),
+            (None, Some(r)) => generator::auto_interval(r),
+            (None, None) => generator::auto_interval(GEN_MAX_PPS),
+        },
+        flush: args.flush,
     };
     spec.check().map_err(anyhow::Error::msg)?;
     Ok(spec)

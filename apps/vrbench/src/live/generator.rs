@@ -21,18 +21,19 @@
 //!
 //! **Pacing.** User space runs a `vrhost_traffic::Pacer` (token bucket over CLOCK_MONOTONIC,
 //! exact in the long run) for the *aggregate* rate and issues one run per granted burst,
-//! `repeat` = the grant: bursts are sized to the rate over `interval` (20 µs by default, at
-//! most 256 frames — the DUT's rx ring is 256 deep, so the generator never overflows it by
-//! itself), and the wheel splits each burst among the streams by weight. A run costs ~6 µs
-//! plus ~0.15 µs per frame here, so 20 µs bursts keep up from 1 frame per burst (50 kpps)
-//! to 256. Between bursts the thread sleeps (timer slack 1 ns) until 12 µs before the next
-//! is due and spins the rest; sleeping also keeps its CFS credit, and it runs at nice −15,
-//! so on a shared host a compiler on the same core does not hold it off the CPU for whole
-//! time slices. The bucket holds at least one vector (256 frames): a preemption of a few ms
-//! is caught up by one full run, which the DUT's 256-entry ring takes. If the generator
-//! still falls behind (asked for more than it makes, or preempted longer) the bucket's
-//! overflow is counted as `missed`, and the trial reports the shortfall rather than a rate
-//! it did not offer.
+//! `repeat` = the grant, and the wheel splits each burst among the streams by weight.
+//! Bursts are sized to the rate over an interval ([`auto_interval`]): 40 µs at low rates
+//! (2 frames per burst at 50 kpps), longer where the runs' cost needs it — a run costs about
+//! 6–8 µs plus 0.1–0.2 µs per frame here (each builds a fresh page pool), so at 4 Mpps only
+//! 256-frame runs every 64 µs keep up — and never more than 256 frames (the DUT's rx ring
+//! is 256 deep, so the generator never overflows it by itself). Between bursts the thread
+//! sleeps (timer slack 1 ns) until 4 µs before the next is due and spins the rest; it runs
+//! `SCHED_FIFO` (see [`realtime`]) so a compiler on the same core cannot hold it off the
+//! CPU for a time slice. The bucket holds at least one vector (256 frames): a delay of a
+//! few hundred µs is caught up by one full run, which the DUT's ring takes. If the
+//! generator still falls behind (asked for more than it makes, or held off longer) the
+//! bucket's overflow is counted as `missed`, and the trial reports the shortfall rather
+//! than a rate it did not offer.
 //!
 //! **Why the program stays attached to a spare veth**: see `fwd/generator.rs` — otherwise
 //! each run waits for an RCU grace period while the dispatcher is rewritten.
@@ -54,16 +55,61 @@ use crate::fwd::bpf::{self, Alu, Cond, Insn, Link, Map, Program, Size};
 
 /// The spare veth pair in the side-A namespace holding the program attached.
 const KEEP_IF: (&str, &str) = ("vrblive0", "vrblive1");
-/// Default burst interval.
-pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_micros(20);
-/// The generator thread's nice value.
-const GEN_NICE: libc::c_int = -15;
-/// Waits longer than this sleep (the rest is spun).
-const SLEEP_ABOVE_NS: u64 = 30_000;
+/// The shortest burst interval.
+const MIN_INTERVAL: Duration = Duration::from_micros(40);
+/// Cost of a run here (2-core KVM guest, busy): about `RUN_FIXED_NS` plus `RUN_PER_FRAME_NS`
+/// per frame (measured: 1 frame 6 µs, 80 frames ~30 µs, 256 frames 28–55 µs).
+const RUN_FIXED_NS: f64 = 8_000.0;
+const RUN_PER_FRAME_NS: f64 = 200.0;
+/// The share of the generator's CPU that runs may take, the rest left for sleeping and
+/// for what else runs on the core.
+const RUN_DUTY: f64 = 0.5;
+/// Waits longer than this sleep (the rest is spun): spinning counts against the kernel's
+/// real-time budget (95 % of a CPU), and a thread that exceeds it is stopped for 50 ms.
+const SLEEP_ABOVE_NS: u64 = 8_000;
 /// A sleep ends this long before the burst is due; the rest is spun.
-const SLEEP_EARLY_NS: u64 = 12_000;
-/// Frames per live-frames flush inside a run (the kernel's default).
-const FLUSH_BATCH: u32 = 64;
+const SLEEP_EARLY_NS: u64 = 4_000;
+/// The generator thread's nice value when it cannot be real-time.
+const GEN_NICE: libc::c_int = -15;
+
+/// The burst interval for `pps`: bursts of at least `pps` × 40 µs frames, and large enough
+/// that runs take at most [`RUN_DUTY`] of the CPU — `N ≥ fixed·R / (duty − per_frame·R)`
+/// — up to 256 frames (one vector; the DUT's ring) at high rates.
+pub(crate) fn auto_interval(pps: f64) -> Duration {
+    let r = pps / 1e9; // frames per ns
+    let budget = RUN_DUTY - RUN_PER_FRAME_NS * r;
+    let n = if budget <= 0.0 {
+        MAX_GRANT as f64
+    } else {
+        (RUN_FIXED_NS * r / budget).ceil()
+    };
+    let n = n
+        .max(pps * MIN_INTERVAL.as_secs_f64())
+        .clamp(1.0, MAX_GRANT as f64);
+    Duration::from_nanos((n / r).round() as u64)
+}
+
+/// Make the calling thread `SCHED_FIFO` (priority 1, the lowest), else nice −15.
+///
+/// Why: on a shared 2-core host a compiler on the generator's core otherwise takes it off
+/// the CPU for whole time slices (ms) — thousands of frames at 1 Mpps, more than the bucket
+/// holds — and the trial is under-offered (measured: −5 to −35 % at 0.5–4 Mpps with nice
+/// −15, within 0.01 % with SCHED_FIFO). The thread sleeps between bursts and its runs take
+/// at most [`RUN_DUTY`] of the core, so CFS tasks there still get the rest (and the
+/// kernel's RT throttling keeps 5 % for them in any case).
+fn realtime() {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sched_setscheduler on this thread (0) with a valid sched_param.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc != 0 {
+        // SAFETY: setpriority on this thread's own id; no memory is passed.
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, GEN_NICE);
+        }
+    }
+}
+/// Frames per live-frames flush inside a run, and the size of the run's page pool.
+pub(crate) const DEFAULT_FLUSH: u32 = 64;
 
 /// The loaded generator: program, maps, and the streams' templates.
 #[derive(Debug)]
@@ -301,13 +347,13 @@ impl Generator {
         side_a: &Netns,
         core: usize,
         rate: Rate,
-        interval: Duration,
+        (interval, flush): (Duration, u32),
         duration: Duration,
         stop: &AtomicBool,
     ) -> anyhow::Result<Sent> {
         let before = self.sent()?;
         let (elapsed, missed, calls) = std::thread::scope(|s| {
-            s.spawn(|| self.thread(side_a, core, rate, interval, duration, stop))
+            s.spawn(|| self.thread(side_a, core, rate, (interval, flush), duration, stop))
                 .join()
                 .unwrap_or_else(|e| std::panic::resume_unwind(e))
         })?;
@@ -325,7 +371,7 @@ impl Generator {
         side_a: &Netns,
         core: usize,
         rate: Rate,
-        interval: Duration,
+        (interval, flush): (Duration, u32),
         duration: Duration,
         stop: &AtomicBool,
     ) -> anyhow::Result<(Duration, u64, u64)> {
@@ -341,13 +387,7 @@ impl Generator {
         // busy host costs at most one 256-frame run, which the DUT's 256-entry ring takes.
         let depth = (MAX_GRANT as u64).div_ceil(pacer.burst() as u64).max(4);
         let mut pacer = pacer.with_depth(depth);
-        // Nice −15 for this thread only: on a shared host a compiler at nice 0 on the same
-        // core would otherwise take it off the CPU for whole time slices (ms), longer than
-        // the bucket, and the trial would be under-offered. Best effort (root can).
-        // SAFETY: setpriority on this thread's own id; no memory is passed.
-        unsafe {
-            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, GEN_NICE);
-        }
+        realtime();
         // Sleeps end when asked, not up to 50 µs later (the default timer slack).
         // SAFETY: PR_SET_TIMERSLACK takes a plain integer and affects only this thread.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
@@ -356,10 +396,7 @@ impl Generator {
         while now < end && !stop.load(Ordering::Relaxed) {
             let n = pacer.grant(now);
             if n > 0 {
-                match self
-                    .prog
-                    .run_live(&self.frame, ifindex, 0, n as u32, FLUSH_BATCH)
-                {
+                match self.prog.run_live(&self.frame, ifindex, 0, n as u32, flush) {
                     Ok(()) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                     Err(e) => return Err(e).context("BPF_PROG_RUN (live frames) on a0"),

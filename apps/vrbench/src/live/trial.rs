@@ -30,7 +30,7 @@ use vrhost_bench::latency::LatencySummary;
 use vrhost_traffic::Rate;
 
 use super::dut::{LiveLab, Profile};
-use super::generator::DEFAULT_INTERVAL;
+use super::generator::{DEFAULT_FLUSH, auto_interval};
 use super::histogram::Latencies;
 
 /// The most the stamped generator is asked for (aggregate frames/s). Measured on this host
@@ -60,6 +60,8 @@ pub(crate) struct TrialSpec {
     /// The pacer's burst interval.
     #[serde(serialize_with = "secs")]
     pub(crate) interval: Duration,
+    /// Frames per live-frames flush (and page-pool size) inside a run, 1–256.
+    pub(crate) flush: u32,
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -77,7 +79,8 @@ impl TrialSpec {
             duration,
             warmup: Duration::from_millis(500),
             drain: Duration::from_millis(200),
-            interval: DEFAULT_INTERVAL,
+            interval: auto_interval(rate_pps),
+            flush: DEFAULT_FLUSH,
         }
     }
 
@@ -106,6 +109,9 @@ impl TrialSpec {
                 "--burst-us {}: must be 1 to 10000",
                 self.interval.as_micros()
             ));
+        }
+        if !(1..=256).contains(&self.flush) {
+            return Err(format!("--flush {}: must be 1 to 256", self.flush));
         }
         super::wheel::check_weights(&self.weights, self.weights.len())
     }
@@ -215,17 +221,28 @@ impl LiveLab {
         let side_a = self.lab().side(vrhost_lab::Side::A);
         let core = self.cores().generator;
         if !spec.warmup.is_zero() {
-            self.generator
-                .run(side_a, core, rate, spec.interval, spec.warmup, stop)?;
+            self.generator.run(
+                side_a,
+                core,
+                rate,
+                (spec.interval, spec.flush),
+                spec.warmup,
+                stop,
+            )?;
             std::thread::sleep(spec.drain);
         }
         interrupted(stop)?;
         self.generator.reset()?;
         self.sink.reset()?;
         let other0 = self.sink.other()?;
-        let sent = self
-            .generator
-            .run(side_a, core, rate, spec.interval, spec.duration, stop)?;
+        let sent = self.generator.run(
+            side_a,
+            core,
+            rate,
+            (spec.interval, spec.flush),
+            spec.duration,
+            stop,
+        )?;
         std::thread::sleep(spec.drain);
         interrupted(stop)?;
         let counts = self.sink.read(other0)?;
