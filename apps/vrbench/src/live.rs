@@ -73,9 +73,9 @@ pub(crate) struct Args {
     /// VRs, one stream each.
     #[arg(long, default_value_t = 1)]
     vrs: u32,
-    /// Frame size on the wire, FCS included (64–1518).
-    #[arg(long, default_value_t = 64)]
-    frame_size: u16,
+    /// Frame size on the wire, FCS included (64–1518), or `imix` (64, 570, 1518 in 7:4:1).
+    #[arg(long, default_value = "64")]
+    frame_size: frames::Size,
     /// Per-VR weights of the rate (comma-separated, one per VR) [default: equal].
     #[arg(long, value_delimiter = ',')]
     weights: Option<Vec<f64>>,

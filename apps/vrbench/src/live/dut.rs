@@ -27,6 +27,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use vrhost_lab::{Forwarder, Lab, LabSpec, MAX_VRS, Side};
 
+use super::frames::Size;
 use super::generator::Generator;
 use super::sink::Sink;
 use crate::fwd::bpf::{self, Alu, Insn, Link, Program};
@@ -137,7 +138,7 @@ impl LiveLab {
         name: &str,
         profile: Profile,
         vrs: u32,
-        size: u16,
+        size: Size,
         vrhost: Option<&Path>,
         cores: Cores,
     ) -> anyhow::Result<LiveLab> {

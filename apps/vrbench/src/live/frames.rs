@@ -55,7 +55,7 @@ const SRC_PORT: u16 = 49152;
 const DST_PORT: u16 = 9; // discard
 
 /// A stream's template as the generator's map holds it: [`HEAD_LEN`] bytes of frame, then
-/// the partial UDP sum as a native-endian `u32`, padded to 56 bytes.
+/// the partial UDP sum and the frame's length (without FCS) as native-endian `u32`s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Template {
     /// The frame's first [`HEAD_LEN`] bytes (UDP checksum zero).
@@ -63,17 +63,98 @@ pub(crate) struct Template {
     /// One's-complement sum (unfolded) of everything the UDP checksum covers except the
     /// sequence and time words.
     pub(crate) udp_sum: u32,
+    /// Frame length in the buffer (size on the wire − 4).
+    pub(crate) len: u32,
 }
 
 /// Bytes of a template in the map.
 pub(crate) const TEMPLATE_VALUE: usize = 56;
+/// Where the template's length change is in the map value: `len − run frame length` as an
+/// `i32`, which the program passes to `bpf_xdp_adjust_tail` (0: no call).
+pub(crate) const TEMPLATE_DELTA_AT: usize = HEAD_LEN + 4;
+
+/// Simple IMIX as `vrhost_traffic` sends it: 64, 570 and 1518 bytes in the ratio 7:4:1,
+/// in this fixed 12-frame order (indexes into the sizes) per stream.
+const IMIX_PATTERN: [u8; 12] = [0, 1, 0, 0, 1, 0, 2, 0, 1, 0, 0, 1];
+
+/// A trial's frame size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Size {
+    /// One size on the wire (FCS included).
+    Fixed(u16),
+    /// Simple IMIX (64, 570, 1518 in 7:4:1), per stream.
+    Imix,
+}
+
+impl Size {
+    /// The sizes a stream cycles through (size classes).
+    pub(crate) fn classes(self) -> Vec<u16> {
+        match self {
+            Size::Fixed(s) => vec![s],
+            Size::Imix => vrhost_traffic::frames::IMIX.iter().map(|i| i.0).collect(),
+        }
+    }
+
+    /// The order of size classes per stream, repeated.
+    pub(crate) fn pattern(self) -> &'static [u8] {
+        match self {
+            Size::Fixed(_) => &[0],
+            Size::Imix => &IMIX_PATTERN,
+        }
+    }
+
+    /// The largest size.
+    pub(crate) fn max(self) -> u16 {
+        self.classes().into_iter().max().expect("a size")
+    }
+
+    /// Check the size; the error says what to change.
+    pub(crate) fn check(self) -> Result<(), String> {
+        match self {
+            Size::Fixed(s) => check_size(s),
+            Size::Imix => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Display for Size {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Size::Fixed(s) => write!(f, "{s}"),
+            Size::Imix => f.write_str("imix"),
+        }
+    }
+}
+
+impl std::str::FromStr for Size {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Size, String> {
+        if s.eq_ignore_ascii_case("imix") {
+            return Ok(Size::Imix);
+        }
+        s.parse::<u16>()
+            .map(Size::Fixed)
+            .map_err(|_| format!("{s:?}: a frame size in bytes (64–1518) or `imix`"))
+    }
+}
+
+impl serde::Serialize for Size {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Size::Fixed(n) => s.serialize_u16(*n),
+            Size::Imix => s.serialize_str("imix"),
+        }
+    }
+}
 
 impl Template {
-    /// The map value.
-    pub(crate) fn to_value(&self) -> [u8; TEMPLATE_VALUE] {
+    /// The map value, for runs whose input frame is `run_len` bytes.
+    pub(crate) fn to_value(&self, run_len: usize) -> [u8; TEMPLATE_VALUE] {
+        let delta = self.len as i32 - run_len as i32;
         let mut v = [0u8; TEMPLATE_VALUE];
         v[..HEAD_LEN].copy_from_slice(&self.head);
         v[HEAD_LEN..HEAD_LEN + 4].copy_from_slice(&self.udp_sum.to_ne_bytes());
+        v[TEMPLATE_DELTA_AT..TEMPLATE_DELTA_AT + 4].copy_from_slice(&delta.to_ne_bytes());
         v
     }
 }
@@ -153,11 +234,13 @@ fn build(
     Template {
         head: f,
         udp_sum: pseudo + words(&f[34..48]),
+        len: len as u32,
     }
 }
 
 /// The frame buffer handed to `BPF_PROG_RUN` (the kernel copies it into every page once):
-/// `size − 4` bytes, stream 0's head, zeros after.
+/// `size − 4` bytes (the largest size of the trial; the program shrinks smaller frames),
+/// stream 0's head, zeros after.
 pub(crate) fn run_frame(first: &Template, size: u16) -> Vec<u8> {
     let mut f = vec![0u8; usize::from(size) - FCS_LEN];
     f[..HEAD_LEN].copy_from_slice(&first.head);

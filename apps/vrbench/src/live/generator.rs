@@ -49,9 +49,11 @@ use vrhost_traffic::{Pacer, Rate};
 
 #[cfg(test)]
 use super::frames::Template;
-use super::frames::{self, HEAD_LEN, SEQ_AT, TEMPLATE_VALUE, TIME_AT, UDP_CSUM_AT};
+use super::frames::{
+    self, HEAD_LEN, SEQ_AT, Size, TEMPLATE_DELTA_AT, TEMPLATE_VALUE, TIME_AT, UDP_CSUM_AT,
+};
 use super::wheel::{self, MAX_SLOTS};
-use crate::fwd::bpf::{self, Alu, Cond, Insn, Link, Map, Program, Size};
+use crate::fwd::bpf::{self, Alu, Cond, Insn, Link, Map, Program};
 
 /// The spare veth pair in the side-A namespace holding the program attached.
 const KEEP_IF: (&str, &str) = ("vrblive0", "vrblive1");
@@ -121,7 +123,8 @@ pub(crate) struct Generator {
     seqs: Map,
     streams: u32,
     frame: Vec<u8>,
-    size: u16,
+    size: Size,
+    weights: Vec<f64>,
     _keep: Option<Link>,
 }
 
@@ -145,10 +148,15 @@ impl Sent {
     }
 }
 
-/// The program. Maps: `state` [1] {u32 pos, u32 len}; `wheel` [MAX_SLOTS] u32 stream;
-/// `templates` [streams] of [`TEMPLATE_VALUE`] bytes; `seqs` [streams] u64.
+/// Size classes per stream in the templates map (IMIX has 3).
+const MAX_CLASSES: u32 = 3;
+/// `bpf_xdp_adjust_tail(ctx, delta)`.
+const FUNC_XDP_ADJUST_TAIL: i32 = 65;
+
+/// The program. Maps: `state` [1] {u32 pos, u32 len}; `wheel` [MAX_SLOTS] {u32 stream, u32
+/// template}; `templates` [streams × 3] of [`TEMPLATE_VALUE`] bytes; `seqs` [streams] u64.
 pub(crate) fn program(state: &Map, wheel: &Map, templates: &Map, seqs: &Map) -> Vec<Insn> {
-    use Size::{Dw, H, W};
+    use bpf::Size::{Dw, H, W};
     let mut p: Vec<Insn> = Vec::with_capacity(128);
     // Jumps to the abort label are patched at the end (`fix`).
     let mut aborts = Vec::new();
@@ -175,11 +183,20 @@ pub(crate) fn program(state: &Map, wheel: &Map, templates: &Map, seqs: &Map) -> 
     p.push(Insn::store(W, 10, -4, 1)); // key = pos
     lookup(&mut p, &mut aborts, wheel);
     p.push(Insn::load(W, 7, 0, 0)); // r7 = stream
-    p.push(Insn::store(W, 10, -4, 7)); // key = stream
+    p.push(Insn::load(W, 1, 0, 4)); // key = template
+    p.push(Insn::store(W, 10, -4, 1));
     lookup(&mut p, &mut aborts, templates);
-    p.push(Insn::alu_reg(Alu::Mov, 8, 0)); // r8 = &templates[stream]
+    p.push(Insn::alu_reg(Alu::Mov, 8, 0)); // r8 = &templates[template]
+    p.push(Insn::store(W, 10, -4, 7)); // key = stream
     lookup(&mut p, &mut aborts, seqs);
     p.push(Insn::alu_reg(Alu::Mov, 9, 0)); // r9 = &seqs[stream]
+    // Frames shorter than the run's input (IMIX): shrink this one.
+    p.push(Insn::load(W, 2, 8, TEMPLATE_DELTA_AT as i16));
+    p.push(Insn::jump_imm(Cond::Eq, 2, 0, 3));
+    p.push(Insn::alu_reg(Alu::Mov, 1, 6));
+    p.push(Insn::call(FUNC_XDP_ADJUST_TAIL));
+    aborts.push(p.len());
+    p.push(Insn::jump_imm(Cond::Ne, 0, 0, 0));
     p.push(Insn::load(W, 2, 6, 0)); // r2 = data
     p.push(Insn::load(W, 3, 6, 4)); // r3 = data_end
     p.push(Insn::alu_reg(Alu::Mov, 4, 2));
@@ -245,17 +262,17 @@ impl Generator {
     /// Load the generator for streams `0..streams` (stream `i` carries VR `i`'s traffic) in
     /// frames of `size` bytes on the wire. With `side_a` (the lab's `<P>-a`), also attach it
     /// to a spare veth made there (see the module docs); without, it can only be test-run.
-    pub(crate) fn load(side_a: Option<&Netns>, streams: u32, size: u16) -> anyhow::Result<Self> {
-        frames::check_size(size).map_err(anyhow::Error::msg)?;
+    pub(crate) fn load(side_a: Option<&Netns>, streams: u32, size: Size) -> anyhow::Result<Self> {
+        size.check().map_err(anyhow::Error::msg)?;
         if streams == 0 || streams > MAX_SLOTS {
             bail!("{streams} streams: the generator takes 1 to {MAX_SLOTS}");
         }
         let state = Map::array(bpf::MAP_ARRAY, 8, 1, "vrb_live_st")?;
-        let wheel = Map::array(bpf::MAP_ARRAY, 4, MAX_SLOTS, "vrb_live_wh")?;
+        let wheel = Map::array(bpf::MAP_ARRAY, 8, MAX_SLOTS, "vrb_live_wh")?;
         let templates = Map::array(
             bpf::MAP_ARRAY,
             TEMPLATE_VALUE as u32,
-            streams,
+            streams * MAX_CLASSES,
             "vrb_live_tp",
         )?;
         let seqs = Map::array(bpf::MAP_ARRAY, 8, streams, "vrb_live_sq")?;
@@ -278,40 +295,49 @@ impl Generator {
             seqs,
             streams,
             frame: Vec::new(),
-            size: 0,
+            size,
+            weights: vec![1.0; streams as usize],
             _keep: keep,
         };
         g.set_size(size)?;
-        g.set_weights(&vec![1.0; streams as usize])?;
         Ok(g)
     }
 
     /// Frame size on the wire now.
-    pub(crate) fn size(&self) -> u16 {
+    pub(crate) fn size(&self) -> Size {
         self.size
     }
 
-    /// Send frames of `size` bytes on the wire from now on.
-    pub(crate) fn set_size(&mut self, size: u16) -> anyhow::Result<()> {
-        frames::check_size(size).map_err(anyhow::Error::msg)?;
-        let mut first = None;
+    /// Send frames of `size` from now on (the input frame is the largest size; smaller ones
+    /// are shrunk per frame by the program).
+    pub(crate) fn set_size(&mut self, size: Size) -> anyhow::Result<()> {
+        size.check().map_err(anyhow::Error::msg)?;
+        let max = size.max();
+        let run_len = usize::from(max) - 4;
         for s in 0..self.streams {
-            let t = frames::template(s, s, size);
-            self.templates.set(s, &t.to_value())?;
-            first.get_or_insert(t);
+            for (c, &bytes) in size.classes().iter().enumerate() {
+                let t = frames::template(s, s, bytes);
+                self.templates
+                    .set(s * MAX_CLASSES + c as u32, &t.to_value(run_len))?;
+            }
         }
-        self.frame = frames::run_frame(&first.expect("at least one stream"), size);
+        self.frame = frames::run_frame(&frames::template(0, 0, max), max);
         self.size = size;
-        Ok(())
+        let weights = self.weights.clone();
+        self.set_weights(&weights)
     }
 
     /// Share the aggregate rate among the streams by `weights` (one per stream) from now on.
-    pub(crate) fn set_weights(&self, weights: &[f64]) -> anyhow::Result<()> {
+    pub(crate) fn set_weights(&mut self, weights: &[f64]) -> anyhow::Result<()> {
         wheel::check_weights(weights, self.streams as usize).map_err(anyhow::Error::msg)?;
-        let w = wheel::wheel(weights);
-        for (i, s) in w.iter().enumerate() {
-            self.wheel.set(i as u32, &s.to_ne_bytes())?;
+        let w = wheel::sized_wheel(weights, self.size.pattern());
+        for (i, &(s, c)) in w.iter().enumerate() {
+            let mut v = [0u8; 8];
+            v[..4].copy_from_slice(&s.to_ne_bytes());
+            v[4..].copy_from_slice(&(s * MAX_CLASSES + u32::from(c)).to_ne_bytes());
+            self.wheel.set(i as u32, &v)?;
         }
+        self.weights = weights.to_vec();
         let mut st = [0u8; 8];
         st[4..].copy_from_slice(&(w.len() as u32).to_ne_bytes());
         self.state.set(0, &st)?;
@@ -441,7 +467,7 @@ mod tests {
         if !vrhost_lab::require_root("generator program test run") {
             return;
         }
-        let g = Generator::load(None, 3, 64).unwrap();
+        let mut g = Generator::load(None, 3, Size::Fixed(64)).unwrap();
         g.set_weights(&[2.0, 1.0, 1.0]).unwrap();
         let order = wheel::wheel(&[2.0, 1.0, 1.0]);
         let mut next_seq = [0u64; 3];
@@ -467,5 +493,33 @@ mod tests {
         assert_eq!(g.sent().unwrap(), [6, 3, 3]);
         g.reset().unwrap();
         assert_eq!(g.sent().unwrap(), [0, 0, 0]);
+    }
+
+    /// IMIX: the program shrinks each frame to its size class (`bpf_xdp_adjust_tail`), in
+    /// the 7:4:1 order per stream, every frame signed with a valid checksum.
+    #[test]
+    fn imix_frames_come_in_their_sizes_and_order() {
+        if !vrhost_lab::require_root("generator program test run") {
+            return;
+        }
+        let mut g = Generator::load(None, 2, Size::Imix).unwrap();
+        g.set_weights(&[1.0, 1.0]).unwrap();
+        let order = wheel::sized_wheel(&[1.0, 1.0], Size::Imix.pattern());
+        let sizes = Size::Imix.classes();
+        assert_eq!(g.frame.len(), 1514);
+        let mut counts = [0usize; 3];
+        for (i, &(s, c)) in order.iter().enumerate() {
+            let (verdict, out) = g.test_run(&g.frame).unwrap();
+            assert_eq!(verdict, bpf::XDP_TX as u32);
+            let size = sizes[usize::from(c)];
+            assert_eq!(out.len(), usize::from(size) - 4, "frame {i}");
+            let sig = vrhost_traffic::signature::parse(&out).expect("signed");
+            assert_eq!(sig.stream, s);
+            let mut want = out.clone();
+            frames::stamp(&template_of(s, size), &mut want, sig.seq, sig.tx_ns);
+            assert_eq!(out, want, "frame {i}");
+            counts[usize::from(c)] += 1;
+        }
+        assert_eq!(counts, [14, 8, 2]);
     }
 }

@@ -30,6 +30,7 @@ use vrhost_bench::latency::LatencySummary;
 use vrhost_traffic::Rate;
 
 use super::dut::{LiveLab, Profile};
+use super::frames::Size;
 use super::generator::{DEFAULT_FLUSH, auto_interval};
 use super::histogram::Latencies;
 
@@ -48,8 +49,8 @@ pub(crate) struct TrialSpec {
     pub(crate) rate_pps: Option<f64>,
     /// Per-stream weights (one per VR); the rate is shared in their proportion.
     pub(crate) weights: Vec<f64>,
-    /// Frame size on the wire (64–1518).
-    pub(crate) frame_size: u16,
+    /// Frame size on the wire (64–1518, or IMIX).
+    pub(crate) frame_size: Size,
     /// Counted traffic time.
     #[serde(serialize_with = "secs")]
     pub(crate) duration: Duration,
@@ -77,7 +78,7 @@ impl TrialSpec {
         TrialSpec {
             rate_pps: Some(rate_pps),
             weights: vec![1.0; streams as usize],
-            frame_size: 64,
+            frame_size: Size::Fixed(64),
             duration,
             warmup: Duration::from_millis(500),
             drain: Duration::from_millis(200),
@@ -88,7 +89,7 @@ impl TrialSpec {
 
     /// Check what can be checked before a lab exists; the error says what to change.
     pub(crate) fn check(&self) -> Result<(), String> {
-        super::frames::check_size(self.frame_size)?;
+        self.frame_size.check()?;
         if let Some(r) = self.rate_pps {
             if !(r.is_finite() && r > 0.0) {
                 return Err(format!("--rate {}: must be positive", r / 1e6));
@@ -190,7 +191,7 @@ pub(crate) fn trial(
     dut: &mut LiveLab,
     offered_pps_total: f64,
     weights: &[f64],
-    frame_size: u16,
+    frame_size: Size,
     duration: Duration,
 ) -> anyhow::Result<TrialResult> {
     let mut spec = TrialSpec::new(offered_pps_total, dut.vrs(), duration);
@@ -329,7 +330,7 @@ impl TrialResult {
             .map_or("unpaced".to_string(), |r| format!("{:.4} Mpps", r / 1e6));
         let _ = writeln!(
             s,
-            "{} · {} VR(s) · {}-byte frames · asked {asked} for {:.2} s",
+            "{} · {} VR(s) · frame size {} · asked {asked} for {:.2} s",
             self.profile.name(),
             self.vrs,
             self.spec.frame_size,

@@ -94,6 +94,30 @@ pub(crate) fn wheel(weights: &[f64]) -> Vec<u32> {
     out
 }
 
+/// The wheel with a size class per slot: `(stream, class)`, each stream's occurrences
+/// cycling through `pattern`. The stream wheel is repeated until every stream's count of
+/// slots is a multiple of the pattern (so a turn carries each stream's exact size mix),
+/// as far as [`MAX_SLOTS`] allows.
+pub(crate) fn sized_wheel(weights: &[f64], pattern: &[u8]) -> Vec<(u32, u8)> {
+    let base = wheel(weights);
+    let p = pattern.len().max(1);
+    let turns = if base.len() * p <= MAX_SLOTS as usize {
+        p
+    } else {
+        1
+    };
+    let mut seen = vec![0usize; weights.len()];
+    let mut out = Vec::with_capacity(base.len() * turns);
+    for _ in 0..turns {
+        for &s in &base {
+            let k = &mut seen[s as usize];
+            out.push((s, pattern[*k % p]));
+            *k += 1;
+        }
+    }
+    out
+}
+
 /// Check per-stream weights: as many as streams, each positive and finite.
 pub(crate) fn check_weights(weights: &[f64], streams: usize) -> Result<(), String> {
     if weights.len() != streams {
@@ -163,6 +187,20 @@ mod tests {
             );
         }
         assert!(check_weights(&[1.0, 0.0], 2).is_err());
+        // With IMIX's 12-frame pattern, a turn carries each stream's exact mix.
+        let w = sized_wheel(&[1.0, 2.0], &[0, 1, 0, 0, 1, 0, 2, 0, 1, 0, 0, 1]);
+        assert_eq!(w.len(), 36);
+        for s in 0..2u32 {
+            let classes: Vec<u8> = w.iter().filter(|x| x.0 == s).map(|x| x.1).collect();
+            let count = |c| classes.iter().filter(|&&x| x == c).count();
+            let k = classes.len() / 12;
+            assert_eq!(
+                (count(0), count(1), count(2)),
+                (7 * k, 4 * k, k),
+                "stream {s}"
+            );
+        }
+        assert_eq!(sized_wheel(&[1.0, 1.0], &[0]), [(0, 0), (1, 0)]);
         assert!(check_weights(&[1.0], 2).is_err());
     }
 }
