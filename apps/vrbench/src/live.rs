@@ -30,9 +30,11 @@
 //! with the commands shown.
 //!
 //! * Generator ceiling with stamping, `vrbench trial --dut none --rate max --seconds 2`:
-//!   6.8–9.1 Mpps (64 B), 6.3 Mpps (1518 B).
-//! * Achieved vs asked, `vrbench trial --dut none --rate R --seconds 2` for R = 0.05, 0.5,
-//!   1, 2, 3, 4 Mpps: −0.003 %, −0.08 %, −0.13 %, −0.68 %, −0.14 %, −0.41 %.
+//!   6.8–9.5 Mpps (64 B), 6.3 Mpps (1518 B), 8.1 Mpps (IMIX).
+//! * Achieved vs asked, `vrbench trial --dut none --rate R --seconds 2`, R = 0.05, 0.5, 1,
+//!   2, 4 Mpps, twice each: 18 of 20 runs within 0.11 % (most within 0.02 %); two runs at
+//!   −1.9 % (0.5 Mpps) and −1.3 % (2 Mpps) while the host was busy — those results show the
+//!   pacer's `missed` tokens, and `under_offered` when outside 1 %.
 //! * `vrbench trial --dut D --rate 0.05 --seconds 2`, 1 VR, 64 B: every profile lossless;
 //!   p50 / p99 latency: kernel 1.7 / 3.0 µs, kernel-macvlan 1.9 / 6.4 µs, kernel-bridge
 //!   4.5 / 8.4 µs, vrhost-afxdp 73 µs / 6.7 ms, vrhost-afpacket 0.7 / 6.6 ms (vrhost's
