@@ -67,13 +67,13 @@
 //! SIGTERM set a flag that ends the current trial early and unwinds). A second Ctrl-C exits
 //! at once and may leave labs behind: `vrbench lab ls`, `vrbench lab down --name …`.
 
-mod bpf;
+pub(crate) mod bpf;
 mod cpu;
-mod daemon;
-mod dut;
+pub(crate) mod daemon;
+pub(crate) mod dut;
 mod frames;
 mod generator;
-mod napi;
+pub(crate) mod napi;
 mod report;
 mod sink;
 
@@ -355,6 +355,7 @@ fn lab_key(f: Forwarder) -> &'static str {
         Forwarder::Vrhost => "v",
         Forwarder::KernelPlain => "k",
         Forwarder::Kernel => "m",
+        Forwarder::KernelBridge => "g",
     }
 }
 

@@ -45,11 +45,15 @@ struct UpArgs {
     queues: u32,
     /// The Linux kernel forwards (one namespace `<name>-vr<i>` per VR, macvlans of p0/p1)
     /// instead of vrhost.
-    #[arg(long, conflicts_with = "kernel_plain")]
+    #[arg(long, conflicts_with_all = ["kernel_plain", "kernel_bridge"])]
     kernel: bool,
     /// The plain native IP forwarder: addresses on p0/p1 themselves, one VR only.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "kernel_bridge")]
     kernel_plain: bool,
+    /// The Linux kernel forwards in a namespace per VR reached through veth pairs and a
+    /// bridge per router port (the veth/bridge virtual router).
+    #[arg(long)]
+    kernel_bridge: bool,
     /// Every VR uses the same addresses (10.0.0.0/24 and 10.0.1.0/24, fd00:a::/64 and
     /// fd00:b::/64).
     #[arg(long)]
@@ -120,7 +124,9 @@ fn need_root(what: &str) -> anyhow::Result<()> {
 }
 
 fn up(a: &UpArgs) -> anyhow::Result<()> {
-    let forwarder = if a.kernel_plain {
+    let forwarder = if a.kernel_bridge {
+        Forwarder::KernelBridge
+    } else if a.kernel_plain {
         Forwarder::KernelPlain
     } else if a.kernel {
         Forwarder::Kernel

@@ -10,6 +10,9 @@
 //! * `vrbench fwd`: forwarding rate through the namespace lab, 64-byte frames from an XDP
 //!   live-frames generator to an XDP sink: vrhost (AF_XDP, AF_PACKET) against the kernel's
 //!   IP forwarder, single- and 2-queue layouts, 1 and 64 VRs, interleaved trials.
+//! * `vrbench trial`: one paced trial of signed frames (XDP live frames stamped with
+//!   sequence numbers and times) through a lab DUT — vrhost, the kernel forwarder, macvlan
+//!   or veth/bridge VRs — with loss, reordering, duplication and latency per VR stream.
 //! * `vrbench lab up|down|ls|show`: the network-namespace lab (vrhost or the kernel
 //!   forwarding) that measurements over real ports and a new user's first try run in.
 //! * `vrbench sync latency|isolation`: the control plane's netlink sync — how soon routes
@@ -27,6 +30,7 @@ mod fibbench;
 mod fwd;
 mod inproc;
 mod lab;
+mod live;
 mod measure;
 mod syncbench;
 
@@ -51,6 +55,9 @@ enum Cmd {
     Fib(fibbench::Args),
     /// Forwarding rate through the lab: vrhost vs the kernel, 64-byte frames.
     Fwd(fwd::Args),
+    /// One rate-controlled trial of signed traffic through a lab DUT: loss, reordering,
+    /// duplication and latency per VR stream.
+    Trial(live::Args),
     /// Network-namespace lab: `up` (build and keep), `down`, `ls`, `show`.
     Lab(lab::Args),
     /// RFC 2544 / RFC 9971 methodology against DUT profiles: NDR/PDR, throughput, latency,
@@ -79,6 +86,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Quick(a) => measure::quick(&a),
         Cmd::Compare(a) => measure::compare_cmd(&a),
         Cmd::Lab(a) => lab::run(&a),
+        Cmd::Trial(a) => live::run(&a),
         Cmd::Sync(a) => syncbench::run(&a),
     }
 }

@@ -89,7 +89,7 @@ pub(crate) fn plain(router: &Netns, vr: &VrLab) -> Result<(), LabError> {
 
 /// `ip` commands giving the VR's interfaces (named like the ports) their gateway addresses
 /// and static entries for the hosts.
-fn vr_lines(vr: &VrLab, link_up: bool) -> Vec<String> {
+pub(crate) fn vr_lines(vr: &VrLab, link_up: bool) -> Vec<String> {
     let mut lines = Vec::new();
     for s in Side::BOTH {
         let VrSide {

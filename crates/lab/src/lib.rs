@@ -13,6 +13,7 @@
 //! * [`topology`]: [`LabSpec`] and [`Lab`] — build, describe, find and remove labs.
 //! * `kernel`: the kernel-forwarder baseline inside a lab ([`Forwarder::Kernel`],
 //!   [`Forwarder::KernelPlain`]).
+//! * `bridge`: the veth/bridge kernel baseline ([`Forwarder::KernelBridge`]).
 //! * [`offload`]: veths that carry what a wire would (no TSO/GSO/GRO, real checksums).
 //! * [`capture`]: count the frames an interface in a namespace saw, for isolation tests.
 //!
@@ -20,6 +21,7 @@
 //! cannot get root fails loudly; elsewhere it says why it skips.
 
 pub mod addressing;
+mod bridge;
 pub mod capture;
 mod kernel;
 pub mod netns;

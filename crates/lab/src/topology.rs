@@ -42,9 +42,9 @@ use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::addressing::{self, MAX_VRS, Mac, Side, SideAddrs};
-use crate::kernel;
 use crate::netns::{Netns, NetnsError};
 use crate::offload;
+use crate::{bridge, kernel};
 
 /// What forwards between `p0` and `p1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -63,21 +63,32 @@ pub enum Forwarder {
     /// themselves (which carry VR 0's VIF MACs) in the router namespace. Path: veth → IP
     /// forward → veth — the leanest kernel baseline, the one the papers compare against.
     KernelPlain,
+    /// The Linux kernel, one namespace `<P>-vr<i>` per VR reached through veth pairs whose
+    /// router-side ends are ports of a Linux bridge per router port (`br0` with `p0`, `br1`
+    /// with `p1`). Path: veth → bridge → veth → IP forward → veth → bridge → veth — the
+    /// veth/bridge virtual router Rathore et al. measured before macvlan. See `bridge.rs`.
+    KernelBridge,
 }
 
 impl Forwarder {
-    /// `"vrhost"`, `"kernel"` or `"kernel-plain"`.
+    /// `"vrhost"`, `"kernel"`, `"kernel-plain"` or `"kernel-bridge"`.
     pub fn name(self) -> &'static str {
         match self {
             Forwarder::Vrhost => "vrhost",
             Forwarder::Kernel => "kernel",
             Forwarder::KernelPlain => "kernel-plain",
+            Forwarder::KernelBridge => "kernel-bridge",
         }
     }
 
-    /// Whether the kernel forwards (either kernel mode).
+    /// Whether the kernel forwards (any kernel mode).
     pub fn is_kernel(self) -> bool {
         self != Forwarder::Vrhost
+    }
+
+    /// Whether each VR has a forwarding namespace `<P>-vr<i>` of its own.
+    pub fn has_vr_namespaces(self) -> bool {
+        matches!(self, Forwarder::Kernel | Forwarder::KernelBridge)
     }
 }
 
@@ -94,9 +105,10 @@ impl std::str::FromStr for Forwarder {
             "vrhost" => Ok(Forwarder::Vrhost),
             "kernel" => Ok(Forwarder::Kernel),
             "kernel-plain" => Ok(Forwarder::KernelPlain),
+            "kernel-bridge" => Ok(Forwarder::KernelBridge),
             _ => Err(LabError::Spec {
                 field: "forwarder",
-                reason: format!("{s:?} is not one of vrhost, kernel, kernel-plain"),
+                reason: format!("{s:?} is not one of vrhost, kernel, kernel-plain, kernel-bridge"),
             }),
         }
     }
@@ -277,7 +289,7 @@ impl LabSpec {
         for i in 0..self.vrs {
             v.push(self.ns_name(&format!("a{i}")));
             v.push(self.ns_name(&format!("b{i}")));
-            if self.forwarder == Forwarder::Kernel {
+            if self.forwarder.has_vr_namespaces() {
                 v.push(self.ns_name(&format!("vr{i}")));
             }
         }
@@ -350,7 +362,8 @@ pub struct VrLab {
     pub a: VrSide,
     /// Side B (sinks, `p1`).
     pub b: VrSide,
-    /// [`Forwarder::Kernel`]: the namespace `<P>-vr<i>` where the kernel forwards for it.
+    /// [`Forwarder::Kernel`], [`Forwarder::KernelBridge`]: the namespace `<P>-vr<i>` where
+    /// the kernel forwards for it.
     pub kernel_ns: Option<Netns>,
 }
 
@@ -467,6 +480,7 @@ impl Lab {
         match spec.forwarder {
             Forwarder::Vrhost => {}
             Forwarder::Kernel => kernel::per_vr_namespaces(spec, &router, &mut vrs)?,
+            Forwarder::KernelBridge => bridge::per_vr_bridged(spec, &router, &mut vrs)?,
             Forwarder::KernelPlain => kernel::plain(&router, &vrs[0])?,
         }
         Ok(Lab {
@@ -510,7 +524,14 @@ impl Lab {
         };
         let router = kept("r");
         let forwarder = if has("vr0") {
-            Forwarder::Kernel
+            if router
+                .ip(&["link", "show", "dev", bridge::BRIDGES[0]])
+                .is_ok()
+            {
+                Forwarder::KernelBridge
+            } else {
+                Forwarder::Kernel
+            }
         } else if !router
             .ip(&["-4", "-o", "addr", "show", "dev", "p0"])?
             .stdout
@@ -561,7 +582,9 @@ impl Lab {
                 name: format!("vr{i}"),
                 a: side(i, Side::A),
                 b: side(i, Side::B),
-                kernel_ns: (forwarder == Forwarder::Kernel).then(|| kept(&format!("vr{i}"))),
+                kernel_ns: forwarder
+                    .has_vr_namespaces()
+                    .then(|| kept(&format!("vr{i}"))),
             })
             .collect();
         Ok(Lab {
@@ -681,13 +704,14 @@ impl Lab {
         &self.vrs[i as usize]
     }
 
-    /// Where the kernel forwards for VR `i`: its `<P>-vr<i>` ([`Forwarder::Kernel`]), the
+    /// Where the kernel forwards for VR `i`: its `<P>-vr<i>` ([`Forwarder::Kernel`],
+    /// [`Forwarder::KernelBridge`]), the
     /// router namespace ([`Forwarder::KernelPlain`]), or `None` (vrhost forwards). The VR's
     /// interfaces there are named like the ports, `p0` and `p1`.
     pub fn kernel_router(&self, i: u32) -> Option<&Netns> {
         match self.spec.forwarder {
             Forwarder::Vrhost => None,
-            Forwarder::Kernel => self.vrs[i as usize].kernel_ns.as_ref(),
+            Forwarder::Kernel | Forwarder::KernelBridge => self.vrs[i as usize].kernel_ns.as_ref(),
             Forwarder::KernelPlain => Some(&self.router),
         }
     }
@@ -698,7 +722,7 @@ impl Lab {
 fn port_mac(f: Forwarder, s: Side) -> Mac {
     match f {
         Forwarder::KernelPlain => addressing::vif_mac(0, s),
-        Forwarder::Vrhost | Forwarder::Kernel => addressing::port_mac(s),
+        Forwarder::Vrhost | Forwarder::Kernel | Forwarder::KernelBridge => addressing::port_mac(s),
     }
 }
 
@@ -795,7 +819,7 @@ fn configure_host(h: &VrSide) -> Result<(), LabError> {
 }
 
 /// Turn the veth end's offloads off (see `offload.rs`) and check they are off.
-fn disable_offloads(ns: &Netns, ifname: &str) -> Result<(), LabError> {
+pub(crate) fn disable_offloads(ns: &Netns, ifname: &str) -> Result<(), LabError> {
     let state = ns
         .run(|| offload::disable(ifname))?
         .map_err(|source| LabError::Offload {

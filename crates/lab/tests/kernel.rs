@@ -164,3 +164,37 @@ fn kernel_overlapping_vrs_carry_only_their_own_traffic() {
     }
     assert_gone(&spec.prefix);
 }
+
+#[test]
+fn kernel_bridge_vrs_ping_through_their_own_bridge_ports() {
+    if !require_root("kernel-bridge lab test") {
+        return;
+    }
+    let spec = LabSpec::unique("lkb")
+        .forwarder(Forwarder::KernelBridge)
+        .vrs(2);
+    {
+        let lab = Lab::up(&spec).unwrap();
+        for i in 0..2 {
+            assert_eq!(
+                lab.kernel_router(i).unwrap().name(),
+                spec.ns_name(&format!("vr{i}"))
+            );
+            pings_across(&lab, i);
+        }
+        // The VR's interfaces are veths enslaved to the router's bridges, not macvlans.
+        let links = lab.router().ip(&["-d", "link", "show", "vr1-p0"]).unwrap();
+        let text = String::from_utf8_lossy(&links.stdout);
+        assert!(text.contains("master br0"), "{text}");
+        assert!(text.contains("veth"), "{text}");
+        // Separate VRs: vr0's host cannot reach vr1's.
+        let (vr0, vr1) = (lab.vr(0), lab.vr(1));
+        assert!(!ping(&vr0.a.host, vr1.b.addrs.host4, 1, "c1"));
+        // An attached handle reads the forwarder back.
+        assert_eq!(
+            Lab::attach(lab.prefix()).unwrap().spec().forwarder,
+            Forwarder::KernelBridge
+        );
+    }
+    assert_gone(&spec.prefix);
+}

@@ -51,6 +51,8 @@ pub(crate) const XDP_TX: i32 = 3;
 
 /// Helper function ids (`enum bpf_func_id`).
 pub(crate) const FUNC_MAP_LOOKUP_ELEM: i32 = 1;
+/// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC in ns.
+pub(crate) const FUNC_KTIME_GET_NS: i32 = 5;
 
 /// One eBPF instruction (`struct bpf_insn`).
 #[repr(C)]
@@ -98,8 +100,12 @@ impl Size {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Alu {
     Add,
+    Sub,
     Or,
+    And,
     Lsh,
+    Rsh,
+    Xor,
     Mov,
 }
 
@@ -107,8 +113,12 @@ impl Alu {
     fn bits(self) -> u8 {
         match self {
             Alu::Add => 0x00,
+            Alu::Sub => 0x10,
             Alu::Or => 0x40,
+            Alu::And => 0x50,
             Alu::Lsh => 0x60,
+            Alu::Rsh => 0x70,
+            Alu::Xor => 0xa0,
             Alu::Mov => 0xb0,
         }
     }
@@ -123,6 +133,7 @@ pub(crate) enum Cond {
     Gt,
     Ge,
     Lt,
+    Le,
 }
 
 impl Cond {
@@ -134,6 +145,7 @@ impl Cond {
             Cond::Ge => 0x30,
             Cond::Ne => 0x50,
             Cond::Lt => 0xa0,
+            Cond::Le => 0xb0,
         }
     }
 }
@@ -181,6 +193,35 @@ impl Insn {
     /// `if dst cond src goto +off`.
     pub(crate) fn jump_reg(cond: Cond, dst: u8, src: u8, off: i16) -> Insn {
         Insn::raw(JMP | cond.bits() | X, dst, src, off, 0)
+    }
+
+    /// `dst = htobe{bits}(dst)` (`BPF_END | BPF_TO_BE`, bits 16, 32 or 64): on this
+    /// little-endian machine a byte swap of the low `bits`, the rest zeroed.
+    pub(crate) fn to_be(dst: u8, bits: i32) -> Insn {
+        const ALU32: u8 = 0x04;
+        const END: u8 = 0xd0;
+        const TO_BE: u8 = 0x08;
+        Insn::raw(ALU32 | END | TO_BE, dst, 0, 0, bits)
+    }
+
+    /// `lock *(u64 *)(dst + off) += src` (`BPF_ATOMIC | BPF_ADD`, the old `XADD`).
+    pub(crate) fn atomic_add64(dst: u8, off: i16, src: u8) -> Insn {
+        const ATOMIC: u8 = 0xc0;
+        Insn::raw(STX | ATOMIC | Size::Dw.bits(), dst, src, off, 0)
+    }
+
+    /// `dst = imm` for a 64-bit immediate (two instruction slots).
+    pub(crate) fn load_imm64(dst: u8, imm: u64) -> [Insn; 2] {
+        [
+            Insn::raw(LD | Size::Dw.bits() | IMM, dst, 0, 0, imm as u32 as i32),
+            Insn::raw(0, 0, 0, 0, (imm >> 32) as u32 as i32),
+        ]
+    }
+
+    /// The same instruction with jump offset `off` (for jumps patched once the target is
+    /// known).
+    pub(crate) fn set_off(&mut self, off: i16) {
+        self.off = off;
     }
 
     /// `call helper`.
@@ -362,6 +403,26 @@ impl Map {
         sys_bpf(BPF_MAP_LOOKUP_ELEM, &mut attr)?;
         Ok(buf.chunks(stride).map(|c| c[0]).sum())
     }
+
+    /// Entry `key` of a plain array (`value_size` bytes).
+    pub(crate) fn get(&self, key: u32) -> io::Result<Vec<u8>> {
+        assert_eq!(self.map_type, MAP_ARRAY, "get() is for plain arrays");
+        let mut buf = vec![0u8; self.value_size as usize];
+        let mut attr = MapElemAttr {
+            map_fd: self.raw_fd() as u32,
+            _pad: 0,
+            key: &key as *const u32 as u64,
+            value: buf.as_mut_ptr() as u64,
+            flags: 0,
+        };
+        sys_bpf(BPF_MAP_LOOKUP_ELEM, &mut attr)?;
+        Ok(buf)
+    }
+
+    /// The size of one value in bytes.
+    pub(crate) fn value_size(&self) -> u32 {
+        self.value_size
+    }
 }
 
 #[repr(C)]
@@ -455,7 +516,7 @@ impl Program {
         repeat: u32,
         batch: u32,
     ) -> io::Result<()> {
-        self.run_flags(
+        self.run_live_flags(
             frame,
             ifindex,
             queue,
@@ -465,7 +526,25 @@ impl Program {
         )
     }
 
-    fn run_flags(
+    /// Run the program once on a copy of `frame` (`BPF_PROG_RUN` without live frames, no
+    /// context: for XDP the kernel makes one, for tc the frame starts at the Ethernet
+    /// header); returns the program's return value. Nothing is sent.
+    #[cfg(test)]
+    pub(crate) fn test_run(&self, frame: &[u8]) -> io::Result<u32> {
+        self.run_flags(frame, None, None, 1, 0, 0)
+    }
+
+    /// [`Self::test_run`], also returning the frame as the program left it.
+    #[cfg(test)]
+    pub(crate) fn test_run_out(&self, frame: &[u8]) -> io::Result<(u32, Vec<u8>)> {
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut len = 0;
+        let rc = self.run_flags(frame, None, Some((&mut out, &mut len)), 1, 0, 0)?;
+        out.truncate(len as usize);
+        Ok((rc, out))
+    }
+
+    fn run_live_flags(
         &self,
         frame: &[u8],
         ifindex: u32,
@@ -474,6 +553,23 @@ impl Program {
         batch: u32,
         flags: u32,
     ) -> io::Result<()> {
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+        // egress_ifindex. `data` (the metadata length) and `data_meta` must be 0; `data_end`
+        // is the frame's linear length, which live mode requires to be the whole frame.
+        let ctx: [u32; 6] = [0, frame.len() as u32, 0, ifindex, queue, 0];
+        self.run_flags(frame, Some(&ctx), None, repeat, batch, flags)
+            .map(drop)
+    }
+
+    fn run_flags(
+        &self,
+        frame: &[u8],
+        ctx: Option<&[u32; 6]>,
+        mut out: Option<(&mut [u8], &mut u32)>,
+        repeat: u32,
+        batch: u32,
+        flags: u32,
+    ) -> io::Result<u32> {
         #[repr(C)]
         struct TestRunAttr {
             prog_fd: u32,
@@ -493,29 +589,33 @@ impl Program {
             batch_size: u32,
             _pad: u32,
         }
-        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
-        // egress_ifindex. `data` (the metadata length) and `data_meta` must be 0; `data_end`
-        // is the frame's linear length, which live mode requires to be the whole frame.
-        let ctx: [u32; 6] = [0, frame.len() as u32, 0, ifindex, queue, 0];
+        let (out_ptr, out_len) = match &mut out {
+            Some((b, _)) => (b.as_mut_ptr() as u64, b.len() as u32),
+            None => (0, 0),
+        };
         let mut attr = TestRunAttr {
             prog_fd: self.fd.as_raw_fd() as u32,
             retval: 0,
             data_size_in: frame.len() as u32,
-            data_size_out: 0,
+            data_size_out: out_len,
             data_in: frame.as_ptr() as u64,
-            data_out: 0,
+            data_out: out_ptr,
             repeat,
             duration: 0,
-            ctx_size_in: size_of_val(&ctx) as u32,
+            ctx_size_in: ctx.map_or(0, |c| size_of_val(c) as u32),
             ctx_size_out: 0,
-            ctx_in: ctx.as_ptr() as u64,
+            ctx_in: ctx.map_or(0, |c| c.as_ptr() as u64),
             ctx_out: 0,
             flags,
             cpu: 0,
             batch_size: batch,
             _pad: 0,
         };
-        sys_bpf(BPF_PROG_TEST_RUN, &mut attr).map(drop)
+        sys_bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+        if let Some((_, len)) = out {
+            *len = attr.data_size_out;
+        }
+        Ok(attr.retval)
     }
 }
 

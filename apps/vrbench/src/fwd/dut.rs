@@ -272,7 +272,7 @@ fn pin_rx(lab: &Lab, mark: u32, layout: &Layout) -> anyhow::Result<()> {
 
 /// `p0` made ready for live frames (its NAPI on); undone when dropped.
 #[derive(Debug)]
-enum Enabled {
+pub(crate) enum Enabled {
     /// The `XDP_PASS` program, attached while this link lives (held, never read).
     Xdp(#[allow(dead_code, reason = "held for its drop")] Link),
     /// GRO on, in this router namespace.
@@ -292,7 +292,7 @@ impl Drop for Enabled {
 }
 
 /// Switch `p0`'s NAPI on the way `how` says.
-fn enable_p0(lab: &Lab, how: P0Napi) -> anyhow::Result<Enabled> {
+pub(crate) fn enable_p0(lab: &Lab, how: P0Napi) -> anyhow::Result<Enabled> {
     Ok(match how {
         P0Napi::XdpPass => {
             let prog = bpf::pass_program()?;

@@ -1,0 +1,400 @@
+//! One trial through a lab DUT: warm up, reset the counters, offer a paced, weighted load for
+//! the asked duration, stop, let the DUT drain, and only then read the generator's and the
+//! sink's counters.
+//!
+//! The order is the point (RFC 2544 §23, and the mistake the issue names TRex for):
+//!
+//! 1. **warm-up** at the trial's rate (default 0.5 s, not counted): caches, neighbour
+//!    entries, vrhost's flow cache and the kernel's route cache are filled, page pools
+//!    are grown, and the DUT's queues reach their steady state;
+//! 2. **drain** (default 200 ms), then **reset**: the generator's sequence numbers and the
+//!    sink's state start from zero, with nothing in flight;
+//! 3. **traffic** for the duration, paced by the generator's token bucket;
+//! 4. **drain** again, then read: every frame still inside the DUT has either arrived or
+//!    been dropped, so `sent − unique received` is the DUT's loss, not frames in flight.
+//!
+//! `received` in the result counts distinct frames (duplicates excluded), so a DUT that
+//! duplicates cannot hide loss; duplicates are reported per stream beside it.
+//!
+//! The achieved rate is what the generator *sent* over the traffic time; if it sent less
+//! than 99 % of the asked frames the result says `under_offered` — the generator, not the
+//! DUT, was short. `missed` (tokens the pacer discarded) shows a generator held off the CPU
+//! even when the total stayed within 1 %.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::bail;
+use serde::Serialize;
+use vrhost_bench::latency::LatencySummary;
+use vrhost_traffic::Rate;
+
+use super::dut::{LiveLab, Profile};
+use super::frames::Size;
+use super::generator::{DEFAULT_FLUSH, auto_interval};
+use super::histogram::Latencies;
+
+/// The most the stamped generator is asked for (aggregate frames/s). Measured on this host
+/// (2-core KVM guest, Linux 6.18, load 4–7 from other work): unpaced (`vrbench trial --dut
+/// none --rate max --seconds 2`) it sends 6.8–9.1 Mpps of 64-byte frames and 6.3 Mpps of
+/// 1518-byte ones; paced, it stays within 1 % of the asked rate up to 4 Mpps (−0.003 % to
+/// −0.7 % at 0.05–4 Mpps, `--rate R --dut none`). Above 4 Mpps the runs would have to
+/// exceed 256 frames (one DUT ring) or the pacer falls behind whenever the host is busy.
+pub(crate) const GEN_MAX_PPS: f64 = 4.0e6;
+
+/// What to offer in a trial.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct TrialSpec {
+    /// Aggregate offered rate (frames/s), or `None` for as fast as the generator can.
+    pub(crate) rate_pps: Option<f64>,
+    /// Per-stream weights (one per VR); the rate is shared in their proportion.
+    pub(crate) weights: Vec<f64>,
+    /// Frame size on the wire (64–1518, or IMIX).
+    pub(crate) frame_size: Size,
+    /// Counted traffic time.
+    #[serde(serialize_with = "secs")]
+    pub(crate) duration: Duration,
+    /// Uncounted traffic before it.
+    #[serde(serialize_with = "secs")]
+    pub(crate) warmup: Duration,
+    /// Wait after traffic stops before counters are read (and before the reset).
+    #[serde(serialize_with = "secs")]
+    pub(crate) drain: Duration,
+    /// The pacer's burst interval.
+    #[serde(serialize_with = "secs")]
+    pub(crate) interval: Duration,
+    /// Frames per live-frames flush (and page-pool size) inside a run, 1–256.
+    pub(crate) flush: u32,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl TrialSpec {
+    /// `rate_pps` shared equally over `streams`, 64-byte frames, `duration`, the default
+    /// warm-up (0.5 s), drain (200 ms) and burst interval.
+    pub(crate) fn new(rate_pps: f64, streams: u32, duration: Duration) -> TrialSpec {
+        TrialSpec {
+            rate_pps: Some(rate_pps),
+            weights: vec![1.0; streams as usize],
+            frame_size: Size::Fixed(64),
+            duration,
+            warmup: Duration::from_millis(500),
+            drain: Duration::from_millis(200),
+            interval: auto_interval(rate_pps),
+            flush: DEFAULT_FLUSH,
+        }
+    }
+
+    /// Check what can be checked before a lab exists; the error says what to change.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        self.frame_size.check()?;
+        if let Some(r) = self.rate_pps {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(format!("--rate {}: must be positive", r / 1e6));
+            }
+            if r > GEN_MAX_PPS {
+                return Err(format!(
+                    "--rate {} Mpps: above what the stamped live-frames generator produces on \
+                     this host ({} Mpps paced within 1 %; unpaced it reaches about 7 Mpps, \
+                     `--rate max`); lower --rate",
+                    r / 1e6,
+                    GEN_MAX_PPS / 1e6
+                ));
+            }
+        }
+        if self.duration.is_zero() {
+            return Err("--seconds: must be positive".into());
+        }
+        if self.interval < Duration::from_micros(1) || self.interval > Duration::from_millis(10) {
+            return Err(format!(
+                "--burst-us {}: must be 1 to 10000",
+                self.interval.as_micros()
+            ));
+        }
+        if !(1..=256).contains(&self.flush) {
+            return Err(format!("--flush {}: must be 1 to 256", self.flush));
+        }
+        super::wheel::check_weights(&self.weights, self.weights.len())
+    }
+}
+
+/// One stream's (VR's) part of a trial.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct StreamResult {
+    /// The stream id = the VR's index.
+    pub(crate) stream: u32,
+    /// Frames the generator sent (exact).
+    pub(crate) sent: u64,
+    /// Frames the sink received, duplicates included.
+    pub(crate) received: u64,
+    /// Received more than once.
+    pub(crate) duplicated: u64,
+    /// Arrived after a later frame of the stream.
+    pub(crate) reordered: u64,
+    /// Of those, more than the sink's window (65 536) behind.
+    pub(crate) too_old: u64,
+    /// `sent − (received − duplicated)`.
+    pub(crate) lost: u64,
+    /// Latency of the stream's frames.
+    pub(crate) latency: Option<LatencySummary>,
+}
+
+/// What a trial measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct TrialResult {
+    /// The DUT profile.
+    pub(crate) profile: Profile,
+    /// VRs (= streams).
+    pub(crate) vrs: u32,
+    /// What was asked.
+    pub(crate) spec: TrialSpec,
+    /// Traffic time the generator really ran (s).
+    pub(crate) elapsed_s: f64,
+    /// Frames sent, all streams.
+    pub(crate) sent: u64,
+    /// Distinct frames received, all streams.
+    pub(crate) received: u64,
+    /// `sent − received`.
+    pub(crate) lost: u64,
+    /// `lost / sent`.
+    pub(crate) loss_ratio: f64,
+    /// Frames sent per second of traffic time.
+    pub(crate) achieved_pps: f64,
+    /// `achieved / asked − 1` (None when unpaced).
+    pub(crate) rate_error: Option<f64>,
+    /// Tokens the pacer discarded: the generator was held off the CPU longer than its
+    /// bucket (one vector) covers, so some frames were never sent; `sent` is what was.
+    pub(crate) missed: u64,
+    /// The generator sent less than 99 % of the asked frames: it did not offer the load.
+    pub(crate) under_offered: bool,
+    /// `BPF_PROG_RUN` calls (bursts).
+    pub(crate) bursts: u64,
+    /// Per stream.
+    pub(crate) streams: Vec<StreamResult>,
+    /// All streams' latency.
+    pub(crate) latency: Option<LatencySummary>,
+    /// Frames at the sink without a signature (the DUT's own traffic).
+    pub(crate) unsigned: u64,
+    /// Signed frames of unknown streams.
+    pub(crate) unknown: u64,
+}
+
+/// Run one trial on `dut`: `offered_pps_total` shared by `weights`, frames of `frame_size`,
+/// for `duration`, with the default warm-up and drain.
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "the library form of `vrbench trial`; tested here")
+)]
+pub(crate) fn trial(
+    dut: &mut LiveLab,
+    offered_pps_total: f64,
+    weights: &[f64],
+    frame_size: Size,
+    duration: Duration,
+) -> anyhow::Result<TrialResult> {
+    let mut spec = TrialSpec::new(offered_pps_total, dut.vrs(), duration);
+    spec.weights = weights.to_vec();
+    spec.frame_size = frame_size;
+    dut.trial(&spec, &AtomicBool::new(false))
+}
+
+impl LiveLab {
+    /// Run the trial `spec` (see the module docs). Stops early, with an error, if `stop` is
+    /// set.
+    pub(crate) fn trial(
+        &mut self,
+        spec: &TrialSpec,
+        stop: &AtomicBool,
+    ) -> anyhow::Result<TrialResult> {
+        spec.check().map_err(anyhow::Error::msg)?;
+        if spec.weights.len() != self.vrs() as usize {
+            bail!(
+                "{} weights for a lab of {} VRs (one stream per VR)",
+                spec.weights.len(),
+                self.vrs()
+            );
+        }
+        if self.generator.size() != spec.frame_size {
+            self.generator.set_size(spec.frame_size)?;
+        }
+        self.generator.set_weights(&spec.weights)?;
+        let rate = spec.rate_pps.map_or(Rate::Unlimited, Rate::Pps);
+        let side_a = self.lab().side(vrhost_lab::Side::A);
+        let core = self.cores().generator;
+        if !spec.warmup.is_zero() {
+            self.generator.run(
+                side_a,
+                core,
+                rate,
+                (spec.interval, spec.flush),
+                spec.warmup,
+                stop,
+            )?;
+            std::thread::sleep(spec.drain);
+        }
+        interrupted(stop)?;
+        self.generator.reset()?;
+        self.sink.reset()?;
+        let other0 = self.sink.other()?;
+        let sent = self.generator.run(
+            side_a,
+            core,
+            rate,
+            (spec.interval, spec.flush),
+            spec.duration,
+            stop,
+        )?;
+        std::thread::sleep(spec.drain);
+        interrupted(stop)?;
+        let counts = self.sink.read(other0)?;
+        let mut all = Latencies::new();
+        let streams: Vec<StreamResult> = counts
+            .streams
+            .iter()
+            .zip(&sent.per_stream)
+            .enumerate()
+            .map(|(i, (c, &s))| {
+                all.merge(&c.latency);
+                StreamResult {
+                    stream: i as u32,
+                    sent: s,
+                    received: c.received,
+                    duplicated: c.duplicated,
+                    reordered: c.reordered,
+                    too_old: c.too_old,
+                    lost: c.lost(s),
+                    latency: c.latency.summary(),
+                }
+            })
+            .collect();
+        let total = sent.total();
+        let received: u64 = counts.streams.iter().map(|c| c.unique()).sum();
+        let received = received.min(total);
+        let elapsed = sent.elapsed.as_secs_f64().max(1e-9);
+        let achieved = total as f64 / elapsed;
+        let asked_frames = spec.rate_pps.map(|r| r * spec.duration.as_secs_f64());
+        Ok(TrialResult {
+            profile: self.profile(),
+            vrs: self.vrs(),
+            spec: spec.clone(),
+            elapsed_s: elapsed,
+            sent: total,
+            received,
+            lost: total - received,
+            loss_ratio: if total == 0 {
+                0.0
+            } else {
+                (total - received) as f64 / total as f64
+            },
+            achieved_pps: achieved,
+            rate_error: spec.rate_pps.map(|r| achieved / r - 1.0),
+            missed: sent.missed,
+            under_offered: asked_frames.is_some_and(|a| (total as f64) < 0.99 * a),
+            bursts: sent.calls,
+            streams,
+            latency: all.summary(),
+            unsigned: counts.unsigned,
+            unknown: counts.unknown,
+        })
+    }
+}
+
+fn interrupted(stop: &AtomicBool) -> anyhow::Result<()> {
+    if stop.load(Ordering::Relaxed) {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+impl TrialResult {
+    /// A few lines for a terminal.
+    pub(crate) fn table(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let lat = |l: &Option<LatencySummary>| match l {
+            None => "-".to_string(),
+            Some(l) => format!(
+                "{:.1} / {:.1} / {:.1} / {:.1} / {:.1}",
+                l.at(50.0).unwrap_or(0) as f64 / 1e3,
+                l.at(90.0).unwrap_or(0) as f64 / 1e3,
+                l.at(99.0).unwrap_or(0) as f64 / 1e3,
+                l.at(99.9).unwrap_or(0) as f64 / 1e3,
+                l.max_ns as f64 / 1e3
+            ),
+        };
+        let asked = self
+            .spec
+            .rate_pps
+            .map_or("unpaced".to_string(), |r| format!("{:.4} Mpps", r / 1e6));
+        let _ = writeln!(
+            s,
+            "{} · {} VR(s) · frame size {} · asked {asked} for {:.2} s",
+            self.profile.name(),
+            self.vrs,
+            self.spec.frame_size,
+            self.spec.duration.as_secs_f64()
+        );
+        let _ = writeln!(
+            s,
+            "sent {} in {:.4} s = {:.4} Mpps{}{}; received {}; lost {} ({:.4} %)",
+            self.sent,
+            self.elapsed_s,
+            self.achieved_pps / 1e6,
+            self.rate_error.map_or(String::new(), |e| format!(
+                " ({:+.3} % of asked)",
+                e * 100.0
+            )),
+            if self.under_offered {
+                " — UNDER-OFFERED: the generator fell behind"
+            } else {
+                ""
+            },
+            self.received,
+            self.lost,
+            self.loss_ratio * 100.0
+        );
+        let _ = writeln!(
+            s,
+            "latency µs p50 / p90 / p99 / p99.9 / max: {}",
+            lat(&self.latency)
+        );
+        if self.missed > 0 {
+            let _ = writeln!(
+                s,
+                "the pacer missed {} tokens: the generator was held off the CPU for a while",
+                self.missed
+            );
+        }
+        if self.unsigned + self.unknown > 0 {
+            let _ = writeln!(
+                s,
+                "other frames at the sink: {} unsigned, {} of unknown streams",
+                self.unsigned, self.unknown
+            );
+        }
+        let _ = writeln!(
+            s,
+            "{:>6} {:>12} {:>12} {:>10} {:>6} {:>6}  latency µs p50/p90/p99/p99.9/max",
+            "stream", "sent", "received", "lost", "dup", "reord"
+        );
+        for st in self.streams.iter().take(32) {
+            let _ = writeln!(
+                s,
+                "{:>6} {:>12} {:>12} {:>10} {:>6} {:>6}  {}",
+                st.stream,
+                st.sent,
+                st.received,
+                st.lost,
+                st.duplicated,
+                st.reordered,
+                lat(&st.latency)
+            );
+        }
+        if self.streams.len() > 32 {
+            let _ = writeln!(s, "… {} more streams (see --json)", self.streams.len() - 32);
+        }
+        s
+    }
+}
