@@ -41,7 +41,7 @@
 //!   worker shares core 0 with the other work on this host).
 
 pub(crate) mod dut;
-mod frames;
+pub(crate) mod frames;
 mod generator;
 mod histogram;
 pub(crate) mod measurer;

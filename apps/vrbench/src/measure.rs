@@ -44,6 +44,10 @@ use vrhost_bench::stats::Summary;
 use vrhost_bench::trial::{Measurer, Trial};
 
 use crate::dut_inproc::{DutError, InprocDut, InprocSpec};
+use crate::live::dut::{Cores, LiveLab, Profile as LabProfile};
+use crate::live::frames::Size;
+use crate::live::measurer::LabMeasurer;
+use crate::live::trial::{GEN_MAX_PPS, TrialResult, TrialSpec};
 
 /// The tests `measure` can run.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -64,12 +68,63 @@ pub(crate) enum Test {
 pub(crate) enum Profile {
     /// vrhost's data plane in this process on mem ports; tester on another core.
     VrhostInproc,
+    /// The vrhost daemon in the lab over AF_XDP (root).
+    VrhostAfxdp,
+    /// The vrhost daemon in the lab over AF_PACKET (root).
+    VrhostAfpacket,
+    /// The kernel's native IP forwarder in the lab (root; one VR).
+    Kernel,
+    /// A namespace per VR on macvlan devices — Rathore's set-up (root).
+    KernelMacvlan,
+    /// A namespace per VR on veth pairs and Linux bridges (root).
+    KernelBridge,
 }
 
 impl Profile {
     fn name(self) -> &'static str {
         match self {
             Profile::VrhostInproc => "vrhost-inproc",
+            p => p.lab().map_or("?", |l| l.name()),
+        }
+    }
+
+    /// The lab profile, for the ones that run in the namespace lab.
+    fn lab(self) -> Option<LabProfile> {
+        Some(match self {
+            Profile::VrhostInproc => return None,
+            Profile::VrhostAfxdp => LabProfile::VrhostAfxdp,
+            Profile::VrhostAfpacket => LabProfile::VrhostAfpacket,
+            Profile::Kernel => LabProfile::Kernel,
+            Profile::KernelMacvlan => LabProfile::KernelMacvlan,
+            Profile::KernelBridge => LabProfile::KernelBridge,
+        })
+    }
+
+    fn is_vrhost_lab(self) -> bool {
+        matches!(self, Profile::VrhostAfxdp | Profile::VrhostAfpacket)
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Profile::VrhostInproc => "vrhost's data plane in process: one worker on mem ports \
+                (4096-descriptor rings); a VR per stream, demux by MAC"
+                .into(),
+            Profile::VrhostAfxdp => "vrhost daemon in the namespace lab, ports over AF_XDP \
+                (copy mode on veth), one worker"
+                .into(),
+            Profile::VrhostAfpacket => {
+                "vrhost daemon in the namespace lab, ports over AF_PACKET, one worker".into()
+            }
+            Profile::Kernel => {
+                "the Linux kernel's IP forwarder in the lab's router namespace".into()
+            }
+            Profile::KernelMacvlan => {
+                "a Linux namespace per VR on macvlan devices (Rathore's set-up)".into()
+            }
+            Profile::KernelBridge => {
+                "a Linux namespace per VR on veth pairs and bridges (Rathore's earlier set-up)"
+                    .into()
+            }
         }
     }
 }
@@ -145,6 +200,10 @@ pub(crate) struct Args {
     /// Directory for run.json, report.md and the plots [default: vrbench-out/<time>].
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The vrhost binary for the lab profiles [default: $VRHOST_BIN, next to vrbench, or on
+    /// PATH].
+    #[arg(long)]
+    vrhost: Option<PathBuf>,
     /// A label for the run (shown in the report).
     #[arg(long, default_value = "")]
     label: String,
@@ -167,6 +226,12 @@ pub(crate) struct QuickArgs {
     /// Shorter still (CI): 0.2 s trials.
     #[arg(long)]
     ci: bool,
+    /// DUTs [default: vrhost-inproc, plus vrhost-afxdp and kernel side by side when root].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    duts: Vec<Profile>,
+    /// The vrhost binary for the lab profiles.
+    #[arg(long)]
+    vrhost: Option<PathBuf>,
 }
 
 /// Options of `vrbench compare`.
@@ -205,7 +270,17 @@ pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
             Test::Workpoints,
             Test::Isolation,
         ],
-        duts: vec![Profile::VrhostInproc],
+        duts: if !q.duts.is_empty() {
+            q.duts.clone()
+        } else if is_root() {
+            vec![Profile::VrhostInproc, Profile::VrhostAfxdp, Profile::Kernel]
+        } else {
+            eprintln!(
+                "vrbench quick: not root, so only the in-process DUT (the lab's vrhost and \
+                 kernel profiles need root)"
+            );
+            vec![Profile::VrhostInproc]
+        },
         frame_size: 64,
         vrs: 1,
         workpoint_vrs: 4,
@@ -226,6 +301,7 @@ pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
         tester_core: 1,
         out: q.out.clone().or_else(|| Some(default_out("quick"))),
         max_shortfall: if q.ci { "none".into() } else { "5".into() },
+        vrhost: q.vrhost.clone(),
         label: if q.ci {
             "vrbench quick --ci (trials of 0.2 s: a smoke test, not a measurement)".into()
         } else {
@@ -234,6 +310,11 @@ pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
         quiet: false,
     };
     run(&a)
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
 }
 
 fn default_out(kind: &str) -> PathBuf {
@@ -288,6 +369,32 @@ fn check(a: &Args) -> anyhow::Result<()> {
         bail!("--workpoint-vrs {} must be at least 2", a.workpoint_vrs);
     }
     shortfall(a)?;
+    if a.duts.iter().any(|p| p.lab().is_some()) {
+        if !is_root() {
+            bail!(
+                "--duts {}: the lab profiles build network namespaces and need root; run as \
+                 root or use --duts vrhost-inproc",
+                a.duts
+                    .iter()
+                    .map(|p| p.name())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+        }
+        if a.frame_size < 64 {
+            bail!("--frame-size {} below 64", a.frame_size);
+        }
+        if a.duts.iter().any(|p| p.is_vrhost_lab()) {
+            crate::fwd::daemon::find_binary(a.vrhost.as_deref())
+                .context("the vrhost profiles run the vrhost daemon: build it or pass --vrhost")?;
+        }
+        if a.duts.contains(&Profile::Kernel) && a.tests.contains(&Test::Workpoints) {
+            bail!(
+                "--duts kernel has one VR, so it has no work points: use kernel-macvlan or \
+                 kernel-bridge for workpoints"
+            );
+        }
+    }
     let cores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
     for (c, what) in [(a.dut_core, "--dut-core"), (a.tester_core, "--tester-core")] {
         if c >= cores {
@@ -303,9 +410,22 @@ fn check(a: &Args) -> anyhow::Result<()> {
 /// A DUT under test, with its per-VR controls.
 struct Dut {
     name: String,
-    inner: InprocDut,
+    kind: DutKind,
     stop: Arc<AtomicBool>,
 }
+
+enum DutKind {
+    Inproc(Box<InprocDut>),
+    Lab {
+        lab: Box<LiveLab>,
+        weights: Vec<f64>,
+        size: Size,
+        last: Option<TrialResult>,
+    },
+}
+
+/// Labs are named `vrm<pid>-<n>` (unique per run, and `vrbench lab ls` finds leftovers).
+static LABS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl Dut {
     fn open(p: Profile, a: &Args, vrs: usize, stop: Arc<AtomicBool>) -> anyhow::Result<Dut> {
@@ -321,8 +441,8 @@ impl Dut {
         flows: u32,
         stop: Arc<AtomicBool>,
     ) -> anyhow::Result<Dut> {
-        let inner = match p {
-            Profile::VrhostInproc => InprocDut::new(InprocSpec {
+        let kind = match p.lab() {
+            None => DutKind::Inproc(Box::new(InprocDut::new(InprocSpec {
                 vrs,
                 routes,
                 flows,
@@ -331,13 +451,91 @@ impl Dut {
                 dut_core: a.dut_core,
                 tester_core: a.tester_core,
                 drain: Duration::from_millis(20),
-            })?,
+            })?)),
+            Some(lp) => {
+                let bin = if p.is_vrhost_lab() {
+                    Some(crate::fwd::daemon::find_binary(a.vrhost.as_deref())?)
+                } else {
+                    None
+                };
+                let n = LABS.fetch_add(1, Ordering::Relaxed);
+                let name = format!("vrm{}-{n}", std::process::id());
+                let size = Size::Fixed(a.frame_size as u16);
+                let lab = LiveLab::up(
+                    &name,
+                    lp,
+                    vrs as u32,
+                    size,
+                    bin.as_deref(),
+                    Cores {
+                        generator: a.tester_core,
+                        dut: a.dut_core,
+                    },
+                )
+                .with_context(|| format!("setting up the {} lab", p.name()))?;
+                DutKind::Lab {
+                    lab: Box::new(lab),
+                    weights: vec![1.0; vrs],
+                    size,
+                    last: None,
+                }
+            }
         };
         Ok(Dut {
             name: p.name().into(),
-            inner,
+            kind,
             stop,
         })
+    }
+
+    /// Split future loads between the VRs in these proportions.
+    fn set_shares(&mut self, w: &[f64]) -> anyhow::Result<()> {
+        match &mut self.kind {
+            DutKind::Inproc(d) => d.set_shares(w),
+            DutKind::Lab { weights, .. } => {
+                if w.len() != weights.len() {
+                    bail!("{} shares for {} VRs", w.len(), weights.len());
+                }
+                // The generator's wheel wants positive weights.
+                *weights = w.iter().map(|x| x.max(1e-6)).collect();
+                Ok(())
+            }
+        }
+    }
+
+    /// The last trial per VR: (sent, received).
+    fn per_vr(&self) -> Vec<(u64, u64)> {
+        match &self.kind {
+            DutKind::Inproc(d) => d.per_vr(),
+            DutKind::Lab { last, .. } => last
+                .as_ref()
+                .map(|r| r.streams.iter().map(|s| (s.sent, s.received)).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The tester's limit with this DUT (frames/s).
+    fn tester_max(&mut self) -> anyhow::Result<f64> {
+        match &mut self.kind {
+            DutKind::Inproc(d) => d.tester_max(Duration::from_millis(500)),
+            // As fast as the generator goes with this DUT in the loop (where the DUT's
+            // receive work runs inline on the generator's CPU, as the kernel's does, that is
+            // less than with no DUT), and never above what it paces within 1 %.
+            DutKind::Lab {
+                lab, weights, size, ..
+            } => {
+                let mut spec = TrialSpec::new(
+                    GEN_MAX_PPS,
+                    weights.len() as u32,
+                    Duration::from_millis(500),
+                );
+                spec.rate_pps = None;
+                spec.weights = weights.clone();
+                spec.frame_size = *size;
+                let r = lab.trial(&spec, &self.stop)?;
+                Ok(r.achieved_pps.min(GEN_MAX_PPS / 0.8))
+            }
+        }
     }
 }
 
@@ -347,7 +545,27 @@ impl Measurer for Dut {
         if self.stop.load(Ordering::Relaxed) {
             return Err(DutError(anyhow::anyhow!("interrupted")));
         }
-        self.inner.trial(load, duration)
+        match &mut self.kind {
+            DutKind::Inproc(d) => d.trial(load, duration),
+            DutKind::Lab {
+                lab,
+                weights,
+                size,
+                last,
+            } => {
+                if std::env::var_os("VRBENCH_DEBUG").is_some() {
+                    eprintln!("[{}] trial {load:.0} fps for {duration:?}", self.name);
+                }
+                let mut m = LabMeasurer::new(lab, self.stop.clone());
+                m.template.weights = weights.clone();
+                m.template.frame_size = *size;
+                let t = m
+                    .trial(load, duration)
+                    .map_err(|e| DutError(anyhow::anyhow!("{e}")))?;
+                *last = m.last.take();
+                Ok(t)
+            }
+        }
     }
 }
 
@@ -462,12 +680,12 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
     for p in &a.duts {
         rec.duts.push(DutProfile {
             name: p.name().into(),
-            kind: "vrhost".into(),
-            description: match p {
-                Profile::VrhostInproc => "vrhost's data plane in process: one worker on mem ports \
-                    (4096-descriptor rings); a VR per stream, demux by MAC"
-                    .into(),
+            kind: if p.name().starts_with("vrhost") {
+                "vrhost".into()
+            } else {
+                "linux".into()
             },
+            description: p.describe(),
             params: BTreeMap::new(),
         });
     }
@@ -512,7 +730,7 @@ fn measure_all(
     let mut max = a.max_mpps * 1e6;
     for d in &mut duts {
         progress.set_stage(&format!("{} tester calibration", d.name));
-        let m = d.inner.tester_max(Duration::from_millis(500))?;
+        let m = d.tester_max()?;
         if 0.8 * m < max {
             rec.notes.push(format!(
                 "the tester offered at most {:.2} Mpps with {} in the loop; loads searched up to \
@@ -680,7 +898,7 @@ fn measure_all(
                     short.goals.truncate(1); // NDR only
                     let sweep = fairness::sweep(a.workpoint_vrs, Q_DEFAULT, |wp: &WorkPoint| {
                         let rates = wp.rates(1.0).map_err(|e| anyhow::anyhow!("{e}"))?;
-                        d.inner.set_shares(&rates)?;
+                        d.set_shares(&rates)?;
                         progress.set_stage(&format!("{} work point k = {}", d.name, wp.k));
                         let r = mlr::search(&mut progress.wrap(&mut d), &short)?;
                         r.goal("NDR")
@@ -761,12 +979,12 @@ fn measure_all(
                     let mut d = Dut::open(*p, a, 2, stop.clone())?;
                     let n = ndr[p.name()];
                     // VR1 at 3× the NDR, VR2 at 0.3× of it.
-                    d.inner.set_shares(&[3.0, 0.3])?;
+                    d.set_shares(&[3.0, 0.3])?;
                     progress.set_stage(&format!("{} isolation", d.name));
                     let t = progress
                         .wrap(&mut d)
                         .trial(3.3 * n, secs(a.point_seconds))?;
-                    let per = d.inner.per_vr();
+                    let per = d.per_vr();
                     let mut m = Measurement::new(
                         &format!("isolation/{}B VR2 delivered", a.frame_size),
                         &d.name,

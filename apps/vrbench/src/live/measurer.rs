@@ -9,15 +9,6 @@
 //! drain, the time a search really spends. The full per-stream result of the last trial is
 //! kept for reports ([`LabMeasurer::last`]).
 
-#![cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "driven by the RFC 2544 / MLRsearch commands over the lab, which come next; \
-                  tested here"
-    )
-)]
-
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
