@@ -6,8 +6,8 @@
 //! prefixes no longer than the top level's bits that are not the default (an IPv4 /8, an IPv6
 //! /12), which still rebuild every slot subtree whose inherited value they change.
 //!
-//! `cargo run --release -p vrhost-fib --example update_outliers [-- short]` (`short`: only the
-//! last part)
+//! `cargo run --release -p vrhost-fib --example update_outliers [-- short|lengths]` (`short`:
+//! only the last part; `lengths`: instead, the update phase's latency by prefix length)
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -46,6 +46,56 @@ fn slowest<F: Family>(routes: &[(Prefix<F>, NextHopSet)]) {
         let grew = if *grew { " (arena grew)" } else { "" };
         println!("  {:>8.1} µs  {what}{grew}", e.as_secs_f64() * 1e6);
     }
+}
+
+/// Update latency by prefix length: the same delete-and-re-insert sample as [`slowest`],
+/// grouped by length (`count`, p50, p99, max in µs), to see which lengths make the tail.
+fn by_length<F: Family>(routes: &[(Prefix<F>, NextHopSet)]) {
+    let t: Table<F> = Table::new();
+    t.load(routes.iter().cloned())
+        .expect("generated table loads");
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(6);
+    let sample: Vec<_> = (0..routes.len() / 10)
+        .map(|_| routes[rng.gen_range(0..routes.len())].clone())
+        .collect();
+    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); 129];
+    let mut all = Vec::new();
+    for (p, _) in &sample {
+        let s = Instant::now();
+        drop(t.remove(p));
+        lat[usize::from(p.len())].push(s.elapsed());
+    }
+    for (p, set) in &sample {
+        let s = Instant::now();
+        t.insert(*p, set.clone()).expect("re-insert");
+        lat[usize::from(p.len())].push(s.elapsed());
+    }
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!("{}: update latency by prefix length (µs)", F::NAME);
+    for (len, v) in lat.iter_mut().enumerate() {
+        if v.is_empty() {
+            continue;
+        }
+        all.extend(v.iter().copied());
+        v.sort();
+        let q = |f: f64| us(v[((v.len() - 1) as f64 * f) as usize]);
+        println!(
+            "  /{len:<3} {:>6}  p50 {:>8.1}  p99 {:>8.1}  max {:>8.1}",
+            v.len(),
+            q(0.5),
+            q(0.99),
+            q(1.0)
+        );
+    }
+    all.sort();
+    let q = |f: f64| us(all[((all.len() - 1) as f64 * f) as usize]);
+    println!(
+        "  all  {:>6}  p50 {:>8.1}  p99 {:>8.1}  max {:>8.1}",
+        all.len(),
+        q(0.5),
+        q(0.99),
+        q(1.0)
+    );
 }
 
 fn growth() {
@@ -141,6 +191,11 @@ fn shorts() {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "lengths") {
+        by_length::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1));
+        by_length::<V6>(&tablegen::ipv6_table(tablegen::IPV6_FULL, 1));
+        return;
+    }
     let only_short = std::env::args().any(|a| a == "short");
     if !only_short {
         slowest::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1));
