@@ -135,8 +135,10 @@ fn copy<A>(from: &[A], len: usize) -> Buf<A> {
 
 /// One generation of the lookup structure, as readers see it.
 pub(crate) struct Snapshot {
-    /// Top-level entries: a leaf `id << 1` or a node reference (odd).
-    pub(crate) top: Buf<AtomicU32>,
+    /// Top-level entries: the low half a leaf `id << 1` or a node reference (odd), the high
+    /// half the id of the best route no longer than the top level covering the slot (see
+    /// [`poptrie::top_entry`](crate::poptrie::top_entry)).
+    pub(crate) top: Buf<AtomicU64>,
     /// The blobs.
     pub(crate) words: Buf<AtomicU64>,
     /// log2 of the leaf width in bytes (0: u8, 1: u16, 2: u32).
@@ -166,8 +168,8 @@ impl core::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
-    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, empty: u32) -> Self {
-        let top = Buf::<AtomicU32>::zeroed(1 << top_bits);
+    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, empty: u64) -> Self {
+        let top = Buf::<AtomicU64>::zeroed(1 << top_bits);
         if empty != 0 {
             for e in top.iter() {
                 e.store(empty, Ordering::Relaxed);
@@ -230,7 +232,7 @@ impl core::fmt::Debug for Arena {
 
 impl Arena {
     /// A new arena writing into a fresh, unpublished snapshot.
-    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, empty: u32) -> Self {
+    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, empty: u64) -> Self {
         Arena {
             published: core::ptr::null(),
             fresh: Some(Box::new(Snapshot::new(top_bits, words.max(64), lw, empty))),

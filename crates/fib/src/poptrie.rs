@@ -71,6 +71,14 @@ pub(crate) const fn leaf_ref(id: u32) -> Ref {
     id << 1
 }
 
+/// A top-level entry: the trie reference `r` for the slot (built without the routes no longer
+/// than the top level) and `cover`, the id of the longest of those covering the slot (0:
+/// none). A lookup takes `cover` where the trie has no route.
+#[inline(always)]
+pub(crate) const fn top_entry(r: Ref, cover: u32) -> u64 {
+    r as u64 | (cover as u64) << 32
+}
+
 #[inline(always)]
 pub(crate) const fn is_leaf(r: Ref) -> bool {
     r & NODE == 0

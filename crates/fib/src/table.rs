@@ -126,11 +126,11 @@ struct Writer<F: Family> {
     rib: BTreeMap<Prefix<F>, u32>,
     /// Routes per prefix length, to skip empty lengths in covering searches.
     lens: [u32; 129],
-    /// Per top-level slot: the best route with length ≤ top_bits covering it (0 = none).
+    /// Per top-level slot: the best route with 1 ≤ length ≤ top_bits covering it (0 = none),
+    /// the high half of its top-level entry.
     inh: Vec<u32>,
-    /// Per top-level slot: how many routes longer than top_bits lie in it (0: the slot is a
-    /// plain leaf, no need to ask the route store).
-    deep: Vec<u32>,
+    /// Per top-level slot: the length of that route (0 = none).
+    inh_len: Vec<u8>,
     nh: NhAlloc,
     arena: Arena,
     /// Reused buffers of the update path (no allocation per change once warm): routes under
@@ -242,7 +242,7 @@ impl<F: Family> Table<F> {
     pub fn with_config(config: Config) -> Self {
         let b = config.top_bits;
         assert!((8..=24).contains(&b), "top_bits {b} outside 8..=24");
-        let mut arena = Arena::new(b, 4096, 0, poptrie::leaf_ref(0));
+        let mut arena = Arena::new(b, 4096, 0, poptrie::top_entry(poptrie::leaf_ref(0), 0));
         let snap = Atomic::null();
         arena.finish(&snap, &crossbeam_epoch::pin());
         Table {
@@ -254,7 +254,7 @@ impl<F: Family> Table<F> {
                 rib: BTreeMap::new(),
                 lens: [0; 129],
                 inh: vec![0; 1 << b],
-                deep: vec![0; 1 << b],
+                inh_len: vec![0; 1 << b],
                 nh: NhAlloc::new(),
                 arena,
                 scratch: Vec::new(),
@@ -301,9 +301,9 @@ impl<F: Family> Table<F> {
         unsafe { self.snap.load(Ordering::Acquire, guard).deref() }
     }
 
-    /// Top-level entry for `key`.
+    /// Top-level entry for `key` ([`poptrie::top_entry`]).
     #[inline(always)]
-    fn top(&self, s: &Snapshot, key: F::Key) -> Ref {
+    fn top(&self, s: &Snapshot, key: F::Key) -> u64 {
         let t = key.top(self.top_bits);
         debug_assert!(t < s.top.len());
         // SAFETY: `top(top_bits)` is below `1 << top_bits`, the top level's length.
@@ -337,14 +337,16 @@ impl<F: Family> Table<F> {
         // SAFETY: `e` was just loaded from the top level of `s`, under the caller's guard.
         let r = unsafe {
             if Self::COMPRESS {
-                poptrie::walk::<_, true>(s, e, d, key)
+                poptrie::walk::<_, true>(s, e as Ref, d, key)
             } else {
-                poptrie::walk::<_, false>(s, e, d, key)
+                poptrie::walk::<_, false>(s, e as Ref, d, key)
             }
         };
-        // The default route where the trie has no route, by a select (a branch mispredicts on
-        // destinations that mix routed and unrouted). Loaded after the walk: loading it before
-        // measured 20 % slower single IPv6 lookups in `vrbench fib`.
+        // Where the trie has no route: the slot's covering short route, else the default
+        // route, by selects (a branch mispredicts on destinations that mix routed and
+        // unrouted). The default is loaded after the walk: loading it before measured 20 %
+        // slower single IPv6 lookups in `vrbench fib`.
+        let r = or_default(r, (e >> 32) as u32);
         NhId::from_leaf(or_default(r, s.default.load(Ordering::Acquire)))
     }
 
@@ -419,12 +421,17 @@ impl<F: Family> Table<F> {
         let mut keys = [F::key(addrs[0]); BATCH];
         let mut refs = [0 as Ref; BATCH];
         let mut idx = [0u8; BATCH];
+        // Per address: what "no route" from the trie stands for (the slot's covering short
+        // route, else the default route).
+        let mut cover = [0u32; BATCH];
         let mut active = 0usize;
         for i in 0..n {
             keys[i] = F::key(addrs[i]);
         }
         for i in 0..n {
-            let e = self.top(s, keys[i]);
+            let t = self.top(s, keys[i]);
+            cover[i] = or_default((t >> 32) as u32, default);
+            let e = t as Ref;
             out[i] = NhId::from_leaf(e >> 1);
             // Start loading the node as soon as its reference is known (a leaf entry makes a
             // harmless prefetch of some address).
@@ -462,10 +469,9 @@ impl<F: Family> Table<F> {
             active = next;
             d += 6;
         }
-        // "No route" from the trie is the default route (a select per address, no branch).
-        let default = NhId::from_leaf(default);
-        for o in out.iter_mut() {
-            *o = o.or(default);
+        // "No route" from the trie is the cover (a select per address, no branch).
+        for (o, &c) in out.iter_mut().zip(&cover) {
+            *o = o.or(NhId::from_leaf(c));
         }
     }
 
@@ -482,6 +488,8 @@ impl<F: Family> Table<F> {
     ) {
         let n = addrs.len();
         let mut res = [0u32; BATCH];
+        // As in `batch_chunk`: the slot's covering short route, else the default.
+        let mut cover = [0u32; BATCH];
         let mut st = Lanes {
             refs: [0; BATCH],
             hi: [0; BATCH],
@@ -492,7 +500,9 @@ impl<F: Family> Table<F> {
         let tb = u32::from(self.top_bits);
         for (i, &a) in addrs.iter().enumerate() {
             let k = F::key(a);
-            let e = self.top(s, k);
+            let t = self.top(s, k);
+            cover[i] = or_default((t >> 32) as u32, default);
+            let e = t as Ref;
             poptrie::prefetch(poptrie::node_addr(s, e));
             res[i] = e >> 1;
             let rest = k.to_u128_bits() << tb;
@@ -533,8 +543,8 @@ impl<F: Family> Table<F> {
             }
             active = next;
         }
-        for (o, &r) in out.iter_mut().zip(&res[..n]) {
-            *o = NhId::from_leaf(or_default(r, default));
+        for ((o, &r), &c) in out.iter_mut().zip(&res[..n]).zip(&cover) {
+            *o = NhId::from_leaf(or_default(r, c));
         }
     }
 
@@ -591,16 +601,12 @@ impl<F: Family> Table<F> {
                 return Ok(old_set);
             }
             Some(_) => {}
-            None => {
-                w.lens[usize::from(prefix.len())] += 1;
-                if prefix.len() > self.top_bits {
-                    w.deep[prefix.key().top(self.top_bits)] += 1;
-                }
-            }
+            None => w.lens[usize::from(prefix.len())] += 1,
         }
-        if prefix.len() > 0 && id > poptrie::leaf_mask(w.arena.cur().lw) {
+        if prefix.len() > self.top_bits && id > poptrie::leaf_mask(w.arena.cur().lw) {
             // The first id too wide for this table's leaves: rebuild at the wider width. (The
-            // default route's id is not in a leaf, so it never needs one.)
+            // ids of the default route and of other routes no longer than the top level are
+            // not in leaves, so they never need one.)
             self.rebuild(&mut w, &guard);
         } else {
             self.apply(&mut w, prefix);
@@ -636,9 +642,6 @@ impl<F: Family> Table<F> {
             });
         };
         w.lens[usize::from(prefix.len())] -= 1;
-        if prefix.len() > self.top_bits {
-            w.deep[prefix.key().top(self.top_bits)] -= 1;
-        }
         let set = self.nh.get(id, &guard).expect("live id").clone();
         self.apply(&mut w, *prefix);
         w.arena.finish(&self.snap, &guard);
@@ -695,42 +698,39 @@ impl<F: Family> Table<F> {
     /// Build the whole structure from `w.rib` into a new arena and publish it.
     fn rebuild(&self, w: &mut Writer<F>, guard: &Guard) {
         let s = self.top_bits;
-        // The default route stays out of the trie (and so out of the leaf width).
+        // The default route stays out of the trie (and so out of the leaf width), and so do
+        // the other routes no longer than the top level: they are the slots' covers.
         let default = w.rib.first_key_value().filter(|(p, _)| p.len() == 0);
         let default = default.map_or(0, |(_, &id)| id);
-        let in_trie = || w.rib.iter().filter(|(p, _)| p.len() > 0);
-        let max_id = in_trie().map(|(_, &id)| id).max().unwrap_or(0);
-        // Inherited values: paint the short routes in order (covering before covered).
+        let max_id = w.rib.iter().filter(|(p, _)| p.len() > s);
+        let max_id = max_id.map(|(_, &id)| id).max().unwrap_or(0);
+        // Covers: paint the short routes in order (covering before covered).
         let mut inh = vec![0u32; 1 << s];
-        let mut deep_count = vec![0u32; 1 << s];
+        let mut inh_len = vec![0u8; 1 << s];
         let mut deep: Vec<(F::Key, u8, u32)> = Vec::with_capacity(w.rib.len());
-        for (p, &id) in in_trie() {
+        for (p, &id) in w.rib.iter().filter(|(p, _)| p.len() > 0) {
             if p.len() <= s {
                 let first = p.key().top(s);
-                inh[first..first + (1 << (s - p.len()))].fill(id);
+                let n = 1 << (s - p.len());
+                inh[first..first + n].fill(id);
+                inh_len[first..first + n].fill(p.len());
             } else {
                 deep.push((p.key(), p.len(), id));
-                deep_count[p.key().top(s)] += 1;
             }
         }
         let lw = leaf_width(max_id);
-        let mut arena = Arena::new(s, deep.len() * 3, lw, poptrie::leaf_ref(0));
+        let empty = poptrie::top_entry(poptrie::leaf_ref(0), 0);
+        let mut arena = Arena::new(s, deep.len() * 3, lw, empty);
         let mut i = 0;
-        for (t, &inherited) in inh.iter().enumerate() {
+        for (t, &cover) in inh.iter().enumerate() {
             let start = i;
             while i < deep.len() && deep[i].0.top(s) == t {
                 i += 1;
             }
             let base = F::Key::from_top(t, s);
-            let built = poptrie::build(
-                base,
-                s,
-                inherited,
-                &deep[start..i],
-                &mut arena,
-                Self::COMPRESS,
-            );
-            arena.cur().top[t].store(built.entry(), Ordering::Relaxed);
+            let built = poptrie::build(base, s, 0, &deep[start..i], &mut arena, Self::COMPRESS);
+            let e = poptrie::top_entry(built.entry(), cover);
+            arena.cur().top[t].store(e, Ordering::Relaxed);
         }
         // Headroom for updates: an eighth of the build, at least a few blobs.
         let (used, _, _) = arena.used();
@@ -740,7 +740,7 @@ impl<F: Family> Table<F> {
         arena.finish(&self.snap, guard);
         w.arena = arena;
         w.inh = inh;
-        w.deep = deep_count;
+        w.inh_len = inh_len;
     }
 
     /// Remove every route.
@@ -749,26 +749,27 @@ impl<F: Family> Table<F> {
             .expect("an empty load cannot fail");
     }
 
-    /// Store `built` as top-level slot `t`, retiring what it replaced.
+    /// Store `built` as top-level slot `t`'s trie, retiring what it replaced.
     fn publish(w: &mut Writer<F>, t: usize, built: Built) {
-        let old = w.arena.cur().top[t].swap(built.entry(), Ordering::AcqRel);
+        let e = poptrie::top_entry(built.entry(), w.inh[t]);
+        let old = w.arena.cur().top[t].swap(e, Ordering::AcqRel) as Ref;
         if !poptrie::is_leaf(old) {
             poptrie::retire_deep(&mut w.arena, old);
         }
     }
 
-    /// The best route in the trie (so not the default route) with length ≤ `maxlen` covering
-    /// `key` (0 = none).
-    fn best_cover(w: &Writer<F>, key: F::Key, maxlen: u8) -> u32 {
-        for l in (1..=maxlen).rev() {
+    /// The best route with `minlen ≤ length ≤ maxlen` covering `key`: `(id, length)`, `(0, 0)`
+    /// if none.
+    fn best_cover(w: &Writer<F>, key: F::Key, minlen: u8, maxlen: u8) -> (u32, u8) {
+        for l in (minlen..=maxlen).rev() {
             if w.lens[usize::from(l)] != 0 {
                 let p = Prefix::from_key(key.masked(l), l);
                 if let Some(&id) = w.rib.get(&p) {
-                    return id;
+                    return (id, l);
                 }
             }
         }
-        0
+        (0, 0)
     }
 
     /// Routes strictly inside the /`depth` at `base` with length > `depth`, sorted, into `out`.
@@ -799,40 +800,30 @@ impl<F: Family> Table<F> {
         }
     }
 
+    /// A route no longer than the top level: not in the trie, but the cover of the top-level
+    /// slots it covers, minus those a more specific short route covers. One store per slot
+    /// whose cover changes; no subtree is touched.
     fn apply_short(&self, w: &mut Writer<F>, prefix: Prefix<F>) {
         let s = self.top_bits;
-        let first = prefix.key().top(s);
-        let count = 1usize << (s - prefix.len());
-        // Slots under a more specific route of length ≤ s keep their value.
-        let mut shadowed = vec![false; count];
-        let last = prefix.key().last(prefix.len());
-        for (p, _) in w.rib.range(prefix..).take_while(|(p, _)| p.key() <= last) {
-            if p.len() > prefix.len() && p.len() <= s {
-                let f = p.key().top(s) - first;
-                shadowed[f..f + (1 << (s - p.len()))].fill(true);
-            }
-        }
-        let value = Self::best_cover(w, prefix.key(), prefix.len());
-        for (off, &sh) in shadowed.iter().enumerate() {
-            let t = first + off;
-            if sh || w.inh[t] == value {
+        let (key, len) = (prefix.key(), prefix.len());
+        let first = key.top(s);
+        let count = 1usize << (s - len);
+        let (value, vlen) = match w.rib.get(&prefix) {
+            Some(&id) => (id, len),
+            None => Self::best_cover(w, key, 1, len - 1),
+        };
+        for t in first..first + count {
+            // A slot whose cover is longer is under a more specific short route and keeps
+            // it. (After a removal every other slot here had the removed route as its cover.)
+            if w.inh_len[t] > len {
                 continue;
             }
-            w.inh[t] = value;
-            // A leaf entry may still have routes below it (a subtree whose leaves were all
-            // equal collapses), so go by the route count, not the entry's shape.
-            if w.deep[t] == 0 {
-                debug_assert!(poptrie::is_leaf(
-                    w.arena.cur().top[t].load(Ordering::Relaxed)
-                ));
-                w.arena.cur().top[t].store(poptrie::leaf_ref(value), Ordering::Release);
-            } else {
-                let base = F::Key::from_top(t, s);
-                let mut routes = core::mem::take(&mut w.scratch);
-                Self::routes_under(w, base, s, &mut routes);
-                let built = poptrie::build(base, s, value, &routes, &mut w.arena, Self::COMPRESS);
-                w.scratch = routes;
-                Self::publish(w, t, built);
+            w.inh_len[t] = vlen;
+            if w.inh[t] != value {
+                w.inh[t] = value;
+                let top = &w.arena.cur().top[t];
+                let r = top.load(Ordering::Relaxed) as Ref;
+                top.store(poptrie::top_entry(r, value), Ordering::Release);
             }
         }
     }
@@ -841,13 +832,13 @@ impl<F: Family> Table<F> {
         let s = self.top_bits;
         let (key, len) = (prefix.key(), prefix.len());
         let t = key.top(s);
-        let e = w.arena.cur().top[t].load(Ordering::Relaxed);
+        let e = w.arena.cur().top[t].load(Ordering::Relaxed) as Ref;
         if poptrie::is_leaf(e) {
             // No subtree yet: build one for the slot.
             let base = F::Key::from_top(t, s);
             let mut routes = core::mem::take(&mut w.scratch);
             Self::routes_under(w, base, s, &mut routes);
-            let built = poptrie::build(base, s, w.inh[t], &routes, &mut w.arena, Self::COMPRESS);
+            let built = poptrie::build(base, s, 0, &routes, &mut w.arena, Self::COMPRESS);
             w.scratch = routes;
             Self::publish(w, t, built);
             return;
@@ -905,7 +896,7 @@ impl<F: Family> Table<F> {
         let d = lvl.depth;
         let end = u32::from(d) + 6;
         let (first, n, rbase, rlen, inherited) = if u32::from(len) <= end {
-            let inherited = Self::best_cover(w, key, len);
+            let inherited = Self::best_cover(w, key, s + 1, len).0;
             (
                 key.bits6(d),
                 1usize << (end - u32::from(len)),
@@ -954,7 +945,8 @@ impl<F: Family> Table<F> {
             lvl.slots[lvl.v] = built;
             built = poptrie::make_node(&lvl.slots, &mut w.arena, Self::COMPRESS);
         }
-        w.arena.cur().top[t].store(built.entry(), Ordering::Release);
+        let e = poptrie::top_entry(built.entry(), w.inh[t]);
+        w.arena.cur().top[t].store(e, Ordering::Release);
         // Retire the blobs on the path (the rebuilt slots' old subtrees went above; the other
         // children are shared with the copies).
         for &(r, words) in &blobs {
@@ -972,13 +964,13 @@ impl<F: Family> Table<F> {
         let w = self.w(); // no concurrent writer retires nodes while we walk
         let s = w.arena.cur();
         let mut m = Memory {
-            top: s.top.len() * 4,
+            top: s.top.len() * 8,
             nodes: 0,
             leaves: 0,
             node_count: 0,
         };
         for e in s.top.iter() {
-            let e = e.load(Ordering::Relaxed);
+            let e = e.load(Ordering::Relaxed) as Ref;
             if !poptrie::is_leaf(e) {
                 let (n, words, leaves) = poptrie::stats(s, e);
                 m.node_count += n;
@@ -994,7 +986,7 @@ impl<F: Family> Table<F> {
     pub fn memory_allocated(&self) -> usize {
         let w = self.w();
         let s = w.arena.cur();
-        s.top.len() * 4 + s.words.len() * 8
+        s.top.len() * 8 + s.words.len() * 8
     }
 }
 
@@ -1056,7 +1048,7 @@ mod tests {
     }
 
     /// The top-level entries and the live structure, to compare before and after a change.
-    fn shape<F: Family>(t: &Table<F>) -> (Vec<u32>, (usize, usize)) {
+    fn shape<F: Family>(t: &Table<F>) -> (Vec<u64>, (usize, usize)) {
         let w = t.w();
         let top = w.arena.cur().top.iter().map(|e| e.load(Ordering::Relaxed));
         (top.collect(), t_memory(&w))
@@ -1066,7 +1058,7 @@ mod tests {
         let s = w.arena.cur();
         let mut m = (0, 0);
         for e in s.top.iter() {
-            let e = e.load(Ordering::Relaxed);
+            let e = e.load(Ordering::Relaxed) as Ref;
             if !poptrie::is_leaf(e) {
                 let (n, words, _) = poptrie::stats(s, e);
                 m = (m.0 + n, m.1 + words);
@@ -1149,7 +1141,9 @@ mod tests {
         },
     }
 
-    fn canon<F: Family>(t: &Table<F>) -> (Option<NextHop>, Vec<Canon>) {
+    type Top = Vec<(Option<NextHop>, Canon)>;
+
+    fn canon<F: Family>(t: &Table<F>) -> (Option<NextHop>, Top) {
         let w = t.w();
         let s = w.arena.cur();
         let g = crossbeam_epoch::pin();
@@ -1173,11 +1167,13 @@ mod tests {
             .iter()
             .map(|e| {
                 let e = e.load(Ordering::Relaxed);
-                if poptrie::is_leaf(e) {
-                    Canon::Leaf(hop(e >> 1))
+                let (r, cover) = (e as Ref, hop((e >> 32) as u32));
+                let trie = if poptrie::is_leaf(r) {
+                    Canon::Leaf(hop(r >> 1))
                 } else {
-                    node(s, e, &hop)
-                }
+                    node(s, r, &hop)
+                };
+                (cover, trie)
             })
             .collect();
         (hop(s.default.load(Ordering::Relaxed)), top)
