@@ -6,8 +6,9 @@
 //! prefixes no longer than the top level's bits that are not the default (an IPv4 /8, an IPv6
 //! /12), which still rebuild every slot subtree whose inherited value they change.
 //!
-//! `cargo run --release -p vrhost-fib --example update_outliers [-- short|lengths]` (`short`:
-//! only the last part; `lengths`: instead, the update phase's latency by prefix length)
+//! `cargo run --release -p vrhost-fib --example update_outliers [-- short|lengths|churn v4|v6
+//! SECS]` (`short`: only the last part; `lengths`: instead, the update phase's latency by
+//! prefix length; `churn`: delete and re-insert random routes for a while, for profiling)
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -95,6 +96,30 @@ fn by_length<F: Family>(routes: &[(Prefix<F>, NextHopSet)]) {
         q(0.5),
         q(0.99),
         q(1.0)
+    );
+}
+
+/// Delete and re-insert routes of the full table for `secs` seconds (for `perf record`: the
+/// update path with the table load a small part of the profile); prints the mean per change.
+fn churn<F: Family>(routes: &[(Prefix<F>, NextHopSet)], secs: f64) {
+    let t: Table<F> = Table::new();
+    t.load(routes.iter().cloned())
+        .expect("generated table loads");
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed().as_secs_f64() < secs {
+        for _ in 0..1000 {
+            let (p, set) = &routes[rng.gen_range(0..routes.len())];
+            drop(t.remove(p));
+            t.insert(*p, set.clone()).expect("re-insert");
+            n += 2;
+        }
+    }
+    println!(
+        "{}: {n} changes, {:.2} µs each",
+        F::NAME,
+        start.elapsed().as_secs_f64() * 1e6 / n as f64
     );
 }
 
@@ -191,6 +216,16 @@ fn shorts() {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "churn") {
+        let secs = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(5.0);
+        if args.get(2).is_some_and(|a| a == "v6") {
+            churn::<V6>(&tablegen::ipv6_table(tablegen::IPV6_FULL, 1), secs);
+        } else {
+            churn::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1), secs);
+        }
+        return;
+    }
     if std::env::args().any(|a| a == "lengths") {
         by_length::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1));
         by_length::<V6>(&tablegen::ipv6_table(tablegen::IPV6_FULL, 1));

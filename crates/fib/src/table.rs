@@ -124,8 +124,6 @@ impl Memory {
 
 struct Writer<F: Family> {
     rib: BTreeMap<Prefix<F>, u32>,
-    /// Routes per prefix length, to skip empty lengths in covering searches.
-    lens: [u32; 129],
     /// Per top-level slot: the best route with 1 ≤ length ≤ top_bits covering it (0 = none),
     /// the high half of its top-level entry.
     inh: Vec<u32>,
@@ -252,7 +250,6 @@ impl<F: Family> Table<F> {
             generation: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 rib: BTreeMap::new(),
-                lens: [0; 129],
                 inh: vec![0; 1 << b],
                 inh_len: vec![0; 1 << b],
                 nh: NhAlloc::new(),
@@ -595,13 +592,9 @@ impl<F: Family> Table<F> {
         let id = w.nh.acquire(&self.nh, &set, &guard)?;
         let old = w.rib.insert(prefix, id);
         let old_set = old.map(|o| self.nh.get(o, &guard).expect("live id").clone());
-        match old {
-            Some(o) if o == id => {
-                w.nh.release(&self.nh, id, &guard);
-                return Ok(old_set);
-            }
-            Some(_) => {}
-            None => w.lens[usize::from(prefix.len())] += 1,
+        if old == Some(id) {
+            w.nh.release(&self.nh, id, &guard);
+            return Ok(old_set);
         }
         if prefix.len() > self.top_bits && id > poptrie::leaf_mask(w.arena.cur().lw) {
             // The first id too wide for this table's leaves: rebuild at the wider width. (The
@@ -641,7 +634,6 @@ impl<F: Family> Table<F> {
                 prefix: prefix.to_string(),
             });
         };
-        w.lens[usize::from(prefix.len())] -= 1;
         let set = self.nh.get(id, &guard).expect("live id").clone();
         self.apply(&mut w, *prefix);
         w.arena.finish(&self.snap, &guard);
@@ -680,11 +672,6 @@ impl<F: Family> Table<F> {
             }
         }
         let old_rib = core::mem::replace(&mut w.rib, rib);
-        let mut lens = [0u32; 129];
-        for p in w.rib.keys() {
-            lens[usize::from(p.len())] += 1;
-        }
-        w.lens = lens;
         self.rebuild(&mut w, &guard);
         for id in old_rib.into_values() {
             w.nh.release(&self.nh, id, &guard);
@@ -759,15 +746,34 @@ impl<F: Family> Table<F> {
     }
 
     /// The best route with `minlen ≤ length ≤ maxlen` covering `key`: `(id, length)`, `(0, 0)`
-    /// if none.
+    /// if none (`minlen ≥ 1`).
+    ///
+    /// By predecessor search rather than one probe per length (a /48 has up to 28 lengths to
+    /// probe): every route covering `key` with length ≤ `m` sorts at or before `key`'s own
+    /// /`m`, so the last route there, `q`, is the longest such cover if it covers `key`; if it
+    /// does not, any shorter cover also covers `q`'s key, so it is no longer than the bits `q`
+    /// and `key` share, and the search repeats from there. Each round is one tree descent and
+    /// cuts `m` by at least one; a route's predecessor usually covers it or shares most bits.
     fn best_cover(w: &Writer<F>, key: F::Key, minlen: u8, maxlen: u8) -> (u32, u8) {
-        for l in (minlen..=maxlen).rev() {
-            if w.lens[usize::from(l)] != 0 {
-                let p = Prefix::from_key(key.masked(l), l);
-                if let Some(&id) = w.rib.get(&p) {
-                    return (id, l);
-                }
+        let mut m = maxlen;
+        while m >= minlen {
+            let bound = Prefix::from_key(key.masked(m), m);
+            let Some((q, &id)) = w.rib.range(..=bound).next_back() else {
+                break;
+            };
+            let shared = (q.key().to_u128_bits() ^ key.to_u128_bits()).leading_zeros();
+            let shared = shared.min(u32::from(F::Key::BITS)) as u8;
+            if q.len() <= shared {
+                // `q` covers `key` (and `q ≤ bound` makes it no longer than `m`).
+                return if q.len() >= minlen {
+                    (id, q.len())
+                } else {
+                    (0, 0)
+                };
             }
+            // Not a cover: then `shared < m` (see above), so this terminates.
+            debug_assert!(shared < m);
+            m = shared;
         }
         (0, 0)
     }
