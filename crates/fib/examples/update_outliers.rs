@@ -129,17 +129,29 @@ fn growth() {
         .expect("generated table loads");
     let mut grown: Vec<(u32, Duration, usize, usize)> = Vec::new();
     let mut i = 0u32;
+    let mut all = Vec::new();
     while grown.len() < 2 {
         let before = t.memory_allocated();
         let p = Prefix4::new(Ipv4Addr::from_bits(0x0b00_0080 + i * 256), 25).expect("valid");
         let s = Instant::now();
         t.insert(p, NextHop::Drop).expect("insert");
         let e = s.elapsed();
+        all.push(e);
         if t.memory_allocated() != before {
             grown.push((i, e, before, t.memory_allocated()));
         }
         i += 1;
     }
+    all.sort();
+    let q = |f: f64| all[((all.len() - 1) as f64 * f) as usize].as_secs_f64() * 1e6;
+    println!(
+        "IPv4: {} inserts of /25s: p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs",
+        all.len(),
+        q(0.5),
+        q(0.99),
+        q(0.999),
+        q(1.0)
+    );
     for (i, e, from, to) in grown {
         println!(
             "IPv4: arena grew at insert {i}: {:.1} → {:.1} MiB in {:.2} ms",
