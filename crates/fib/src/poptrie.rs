@@ -7,15 +7,17 @@
 //! visit for the /24s that make up 60 % of it.
 //!
 //! Layout. A direct-pointing top level resolves the first `top_bits` bits (see
-//! [`crate::Family::TOP_BITS`]) into 32-bit entries: a leaf `id << 1`, or a node reference
-//! (odd). Below it each node consumes 6 bits (64 slots). Slot `v` is either a child node
+//! [`crate::Family::TOP_BITS`]) into 64-bit entries ([`top_entry`]): a 32-bit reference — a
+//! leaf `id << 1`, or a node (odd) — and the slot's cover. Below it each node consumes 6 bits
+//! (64 slots). Slot `v` is either a child node
 //! (bit `v` of `vector` set) or a leaf. Leaves are run-length compressed: bit `v` of `leafvec`
 //! is set where a run of equal leaf values starts (child slots don't break runs), so the leaf
 //! for slot `v` is `leaves[popcnt(leafvec & mask(v)) - 1]`. Leaves are fully expanded: a leaf
 //! already holds the longest match for its slot, including routes inherited from above, so a
-//! lookup is a pure walk with no backtracking. The one exception is the default route (`/0`):
-//! the trie is built as if it did not exist (leaves only it would cover hold 0, "no route"),
-//! and the [`Table`](crate::Table) substitutes its id for a 0 result (see `table.rs`).
+//! lookup is a pure walk with no backtracking. The exception are the routes no longer than the
+//! top level (the default route among them): the trie is built as if they did not exist
+//! (leaves only they would cover hold 0, "no route"), and the [`Table`](crate::Table)
+//! substitutes the slot's cover, else the default, for a 0 result (see `table.rs`).
 //!
 //! A node's blob, in 64-bit words (offsets are in words, references 4 bytes):
 //!
@@ -41,9 +43,11 @@
 //! IPv4 does not use it: its chains are rare, and the check costs every lookup.
 //!
 //! Concurrency. Blobs are never modified after they are published. An update builds the
-//! changed subtree anew and copies the path above it (path copying), then publishes the new
-//! subtree root with one atomic store into the top level; readers see either the old or the new
-//! subtree, never a mix. Replaced blobs are retired to the arena, which reuses them only after
+//! changed slots of one node anew ([`build_range`]) and copies the path above it (path
+//! copying, [`make_node`] per level; unchanged subtrees are shared), then publishes the new
+//! subtree root with one atomic store into the top level; readers see either the old or the
+//! new subtree, never a mix. The builder is deterministic, so an updated trie is the one a
+//! fresh build of the same routes makes (a property test checks it). Replaced blobs are retired to the arena, which reuses them only after
 //! an epoch grace period.
 
 use core::hint::select_unpredictable;

@@ -3,27 +3,41 @@
 //!
 //! Writers (the control plane) are serialised by a mutex that readers never touch. Each change
 //! updates the route store (`rib`, a `BTreeMap` ordered so a prefix's more-specifics are one
-//! range scan away), then rebuilds only what the change can affect:
+//! range scan away and its covering route a predecessor search), then rebuilds only what the
+//! change can affect:
 //!
-//! * a prefix no longer than `top_bits` changes the inherited value of the top-level slots it
-//!   covers (minus those shadowed by a more specific short prefix): slots that are plain leaves
-//!   get one atomic store each, slots with a subtree get that subtree rebuilt;
-//! * a longer prefix lies inside one top-level slot: the node whose 6-bit stride holds the
-//!   prefix's last bit is rebuilt with its subtree, and the path above it copied.
 //! * the default route (`/0`) is not in the trie at all: its id is one atomic in the
-//!   published snapshot (`Snapshot::default`), and every lookup path (single, batch — IPv4,
-//!   IPv6 scalar and AVX-512 — and so [`Table::lookup_set`]) turns a trie result of 0 ("no
-//!   route") into it. Why: leaves are fully expanded, so in the trie the default would be in
-//!   every leaf no other route covers, and adding, replacing or removing it rebuilt nearly
-//!   every subtree of a full table (60–70 ms, `examples/update_outliers.rs`); outside, it is
-//!   one store (< 1 µs), for the price of a cached load and a select per lookup (the load
-//!   once per batch; no difference measurable in `vrbench fib`). Its id needs no leaf width
-//!   either: it may be wider than the leaves.
+//!   published snapshot (`Snapshot::default`). Adding, replacing or removing it is one store.
+//! * the other routes no longer than `top_bits` are not in the trie either: each top-level
+//!   entry is 64 bits, the slot's trie reference and its *cover*, the id of the longest such
+//!   route covering the slot ([`poptrie::top_entry`]). A change to one is a store into each
+//!   top-level entry whose cover it changes (slots under a more specific short route keep
+//!   theirs: the writer keeps each slot's cover length), whatever lies below them.
+//! * a longer prefix lies inside one top-level slot. The writer descends to the level whose
+//!   6-bit stride holds the prefix's last bit (a path-compressed node's folded strides count
+//!   as one level each) and rebuilds only the slots of that level the prefix covers — from the
+//!   routes under the prefix alone — or, if the descent meets a leaf first, the one slot the
+//!   prefix lies in; every other subtree is shared. The path above is copied (a chain the
+//!   prefix leaves is split, and chains are folded again as a fresh build would), and the
+//!   slot's new root is published with one store.
+//!
+//! Every lookup path (single, batch — IPv4, IPv6 scalar and AVX-512 — and so
+//! [`Table::lookup_set`]) turns a trie result of 0 ("no route") into the slot's cover, and
+//! that too into the default, by selects. Why: leaves are fully expanded (a lookup is a walk
+//! with no backtracking), so a route in the trie is copied into every leaf under it that no
+//! longer route covers, and a change to a short one rebuilt every subtree under it: the
+//! default 53–68 ms on the full tables, an IPv4 /8 0.12–0.19 ms, IPv6 2400::/12 12–17 ms
+//! (`examples/update_outliers.rs`). Outside the trie they cost one store per slot (0.7–1.3
+//! µs for those), for the price of a wider top-level entry (IPv4's top level is 2 MiB instead
+//! of 1) and a select per lookup — see `docs/perf.md` for what that measured. Their ids need
+//! no leaf width either: they may be wider than the leaves.
 //!
 //! New nodes go into the table's [`arena`](crate::arena); replaced ones are retired there and
 //! reused after an epoch grace period. A full-table load (and the rare rebuild when a next-hop
 //! id outgrows the leaf width) builds every subtree in one pass from the sorted routes into a
-//! fresh arena and publishes it with one pointer swap.
+//! fresh arena and publishes it with one pointer swap. The update path reuses its buffers
+//! (routes, the levels of the descent, the blobs on it) and decodes nodes into fixed arrays, so
+//! a change allocates nothing per node.
 //!
 //! Lookups are written once and compiled twice, for baseline x86-64 and with popcnt/BMI,
 //! chosen at run time; the batch lookup has one variant per family shape (fixed depth per
@@ -34,23 +48,25 @@
 //! level for IPv6 (the child is now prefetched the moment its reference is computed: +3–10 %);
 //! branches instead of selects in the step (no better on uniform destinations, and worse when
 //! the child/leaf pattern is random); a 22-bit IPv6 top level (16 MiB, no faster than 20 bits).
+//! For the cover in the IPv4 batch: carrying it with each walking address and writing final
+//! results in the step (no pass at the end) measured slower than one select pass at the end
+//! (218–226 against 234–238 M/s with every line cached, `lookup_rate HOT=1`).
 //!
-//! Atomicity with the default outside the trie: every change alters either the trie or the
-//! default id, never both (the trie does not depend on the default), so a lookup sees each
-//! change entirely or not at all; a reload ([`Table::load`]) sets the new snapshot's default
-//! before publishing it, so trie and default switch together with the snapshot pointer. What
-//! a lookup can combine is two *different* changes that both complete while it runs, since it
-//! reads the trie and the default at different moments: e.g. for an address whose last
-//! covering route is removed, the trie after that removal with the default from before an
-//! earlier default change. Each half was published; the pair as such was never the table's
-//! state. A lookup never sees "no route" for an address one route covered throughout.
+//! Atomicity with the default and the covers outside the trie: every change alters exactly
+//! one of the trie, the covers or the default id (the trie depends on neither, the covers not
+//! on the default), and a slot's cover and trie reference are one 64-bit word, so a lookup sees
+//! each change entirely or not at all as far as its slot goes; a reload ([`Table::load`])
+//! builds trie, covers and default into a new snapshot and switches them together with the
+//! snapshot pointer. What a lookup can combine is two *different* changes that both complete
+//! while it runs, since it reads its top-level entry and the default at different moments:
+//! e.g. for an address whose last covering route is removed, the trie after that removal with
+//! the default from before an earlier default change. Each half was published; the pair as
+//! such was never the table's state. A lookup never sees "no route" for an address one route
+//! covered throughout.
 //!
-//! Not done: a change to any other prefix no longer than `top_bits` still rebuilds every
-//! subtree under it whose inherited value changes (leaves are fully expanded), so e.g. an
-//! IPv6 /12 flipping rebuilds up to 256 slot subtrees — about 12 ms for 2400::/12 on the full
-//! generated table, an IPv4 /8 0.1–0.2 ms. Keeping inherited values out of the leaves in
-//! general would fix that at the cost of backtracking (an extra read) on every lookup that
-//! falls through to one.
+//! Not done: a prefix a little longer than `top_bits` (IPv6 /21–/26) still rebuilds every
+//! subtree under it (0.1–0.2 ms for the busiest in the generated table): leaves are fully
+//! expanded below the top level.
 //!
 //! Every change bumps [`Table::generation`], which flow caches compare to drop stale entries.
 
@@ -241,6 +257,7 @@ impl<F: Family> Table<F> {
         let b = config.top_bits;
         assert!((8..=24).contains(&b), "top_bits {b} outside 8..=24");
         let mut arena = Arena::new(b, 4096, 0, poptrie::top_entry(poptrie::leaf_ref(0), 0));
+        arena.settle();
         let snap = Atomic::null();
         arena.finish(&snap, &crossbeam_epoch::pin());
         Table {
