@@ -1,10 +1,10 @@
 //! Where the slowest single updates on the full tables come from: the 8 slowest of
 //! `vrbench fib`'s update phase (delete then re-insert a random 10 %), each marked if the arena
 //! grew during it; then the cost of arena growth itself, by inserting /25s into the full IPv4
-//! table until the arena has grown twice; finally, on the full tables, short prefixes by
-//! themselves: the default route (add, replace, delete — O(1), kept outside the trie) and
-//! prefixes no longer than the top level's bits that are not the default (an IPv4 /8, an IPv6
-//! /12), which still rebuild every slot subtree whose inherited value they change.
+//! table until the arena has grown twice (and the latency of all those inserts); finally, on
+//! the full tables, short prefixes by themselves: the default route and other prefixes no
+//! longer than the top level's bits (an IPv4 /8, an IPv6 /12) — all kept outside the trie, a
+//! store per top-level slot whose cover changes.
 //!
 //! `cargo run --release -p vrhost-fib --example update_outliers [-- short|lengths|churn v4|v6
 //! SECS]` (`short`: only the last part; `lengths`: instead, the update phase's latency by

@@ -356,10 +356,14 @@ impl Drop for Words {
 
 /// One generation of the lookup structure, as readers see it.
 pub(crate) struct Snapshot {
-    /// Top-level entries: the low half a leaf `id << 1` or a node reference (odd), the high
-    /// half the id of the best route no longer than the top level covering the slot (see
-    /// [`poptrie::top_entry`](crate::poptrie::top_entry)).
+    /// Top-level entries of a table with covers (IPv6): the low half a leaf `id << 1` or a
+    /// node reference (odd), the high half the id of the best route no longer than the top
+    /// level covering the slot (see [`poptrie::top_entry`](crate::poptrie::top_entry)). Empty
+    /// for a table without (IPv4), whose entries are `top32`.
     pub(crate) top: Buf<AtomicU64>,
+    /// Top-level entries of a table without covers: a leaf `id << 1` or a node reference.
+    /// Empty for a table with covers.
+    pub(crate) top32: Buf<AtomicU32>,
     /// The blobs.
     pub(crate) words: Words,
     /// log2 of the leaf width in bytes (0: u8, 1: u16, 2: u32).
@@ -380,7 +384,7 @@ pub(crate) struct Snapshot {
 impl core::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Snapshot")
-            .field("top", &self.top.len())
+            .field("top", &self.top.len().max(self.top32.len()))
             .field("words", &self.words.len())
             .field("lw", &self.lw)
             .field("default", &self.default)
@@ -389,15 +393,13 @@ impl core::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
-    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, empty: u64) -> Self {
-        let top = Buf::<AtomicU64>::zeroed(1 << top_bits);
-        if empty != 0 {
-            for e in top.iter() {
-                e.store(empty, Ordering::Relaxed);
-            }
-        }
+    /// `wide`: 64-bit top-level entries (with covers), else 32-bit ones. All entries start
+    /// as 0 (a leaf "no route", no cover).
+    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, wide: bool) -> Self {
+        let n = 1usize << top_bits;
         Snapshot {
-            top,
+            top: Buf::zeroed(if wide { n } else { 0 }),
+            top32: Buf::zeroed(if wide { 0 } else { n }),
             words: Words::reserve(words),
             lw,
             default: Box::new(AtomicU32::new(0)),
@@ -453,10 +455,10 @@ impl core::fmt::Debug for Arena {
 
 impl Arena {
     /// A new arena writing into a fresh, unpublished snapshot.
-    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, empty: u64) -> Self {
+    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, wide: bool) -> Self {
         Arena {
             published: core::ptr::null(),
-            fresh: Some(Box::new(Snapshot::new(top_bits, words.max(64), lw, empty))),
+            fresh: Some(Box::new(Snapshot::new(top_bits, words.max(64), lw, wide))),
             bump: 0,
             free: vec![Vec::new(); MAX_BLOB + 1],
             free_words: 0,
@@ -545,6 +547,7 @@ impl Arena {
         assert!(cap < MAX_WORDS, "FIB arena over 4 GiB");
         let next = Snapshot {
             top: copy(&cur.top, cur.top.len()),
+            top32: copy(&cur.top32, cur.top32.len()),
             words: Words::copy_of(&cur.words[..self.bump], cap),
             lw: cur.lw,
             default: Box::new(AtomicU32::new(cur.default.load(Ordering::Relaxed))),
@@ -645,7 +648,7 @@ mod tests {
     fn growth_in_place_keeps_the_snapshot_offsets_and_contents() {
         let slot = Atomic::null();
         assert!(
-            !fill_and_check(Arena::new(8, 64, 0, 1), &slot),
+            !fill_and_check(Arena::new(8, 64, 0, true), &slot),
             "growth within the reservation publishes nothing new"
         );
         // SAFETY: test owns the table-less slot; no readers.
@@ -656,7 +659,7 @@ mod tests {
     #[test]
     fn growth_past_the_reservation_copies_with_the_same_offsets() {
         let slot = Atomic::null();
-        let mut a = Arena::new(8, 64, 0, 1);
+        let mut a = Arena::new(8, 64, 0, true);
         // One page reserved (512 words): the 200 blobs of 3 words do not fit.
         a.fresh.as_mut().expect("unpublished").words = Words::reserve_exact(64, 512);
         assert!(
@@ -688,7 +691,7 @@ mod tests {
     #[test]
     fn retired_blobs_are_reused_only_after_the_grace_period() {
         let slot = Atomic::null();
-        let mut a = Arena::new(8, 4096, 0, 1);
+        let mut a = Arena::new(8, 4096, 0, true);
         let w = crossbeam_epoch::pin();
         a.finish(&slot, &w);
         let x = a.alloc(&blob(4, 7));

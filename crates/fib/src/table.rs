@@ -245,6 +245,20 @@ impl<F: Family> Table<F> {
     /// Fold single-child chains into skip headers? (IPv6 only: see [`poptrie`](crate::poptrie).)
     const COMPRESS: bool = F::Key::BITS > 32;
 
+    /// Keep the routes no longer than the top level out of the trie, as the slots' covers in
+    /// 64-bit top-level entries? IPv6 only: measured no slower there (lookup rate 0.98 of
+    /// 32-bit entries with expanded leaves, within noise), but IPv4's batch lookups lost 16 %
+    /// (7 % with every line cached) — its top level is a quarter of the structure it walks and
+    /// doubled to 2 MiB. IPv4 keeps 32-bit entries and the covers expanded into the leaves, so
+    /// a short prefix there rebuilds the slots it covers (an IPv4 slot's subtree is mostly one
+    /// node: 0.1–0.2 ms for a /8).
+    const COVERS: bool = F::Key::BITS > 32;
+
+    /// Shortest prefix length the trie holds: the covers and the default are outside it.
+    fn trie_min(&self) -> u8 {
+        if Self::COVERS { self.top_bits + 1 } else { 1 }
+    }
+
     /// An empty table with the family's default layout.
     pub fn new() -> Self {
         Self::with_config(Config {
@@ -256,7 +270,7 @@ impl<F: Family> Table<F> {
     pub fn with_config(config: Config) -> Self {
         let b = config.top_bits;
         assert!((8..=24).contains(&b), "top_bits {b} outside 8..=24");
-        let mut arena = Arena::new(b, 4096, 0, poptrie::top_entry(poptrie::leaf_ref(0), 0));
+        let mut arena = Arena::new(b, 4096, 0, Self::COVERS);
         arena.settle();
         let snap = Atomic::null();
         arena.finish(&snap, &crossbeam_epoch::pin());
@@ -315,13 +329,43 @@ impl<F: Family> Table<F> {
         unsafe { self.snap.load(Ordering::Acquire, guard).deref() }
     }
 
-    /// Top-level entry for `key` ([`poptrie::top_entry`]).
+    /// Top-level entry for `key`: the trie reference and the slot's cover (0 without covers).
     #[inline(always)]
-    fn top(&self, s: &Snapshot, key: F::Key) -> u64 {
+    fn top(&self, s: &Snapshot, key: F::Key) -> (Ref, u32) {
         let t = key.top(self.top_bits);
-        debug_assert!(t < s.top.len());
-        // SAFETY: `top(top_bits)` is below `1 << top_bits`, the top level's length.
-        unsafe { s.top.get_unchecked(t) }.load(Ordering::Acquire)
+        if Self::COVERS {
+            debug_assert!(t < s.top.len());
+            // SAFETY: `top(top_bits)` is below `1 << top_bits`, the top level's length.
+            let e = unsafe { s.top.get_unchecked(t) }.load(Ordering::Acquire);
+            (e as Ref, (e >> 32) as u32)
+        } else {
+            debug_assert!(t < s.top32.len());
+            // SAFETY: as above.
+            (
+                unsafe { s.top32.get_unchecked(t) }.load(Ordering::Acquire),
+                0,
+            )
+        }
+    }
+
+    /// Writer: the trie reference of slot `t`.
+    fn entry(s: &Snapshot, t: usize) -> Ref {
+        if Self::COVERS {
+            s.top[t].load(Ordering::Relaxed) as Ref
+        } else {
+            s.top32[t].load(Ordering::Relaxed)
+        }
+    }
+
+    /// Writer: set slot `t` to trie reference `r` and cover `cover` (ignored without covers:
+    /// then `r` has it expanded); returns the reference it replaced.
+    fn set_entry(s: &Snapshot, t: usize, r: Ref, cover: u32) -> Ref {
+        if Self::COVERS {
+            let e = poptrie::top_entry(r, cover);
+            s.top[t].swap(e, Ordering::AcqRel) as Ref
+        } else {
+            s.top32[t].swap(r, Ordering::AcqRel)
+        }
     }
 
     /// Longest-prefix match for one address.
@@ -346,21 +390,25 @@ impl<F: Family> Table<F> {
     #[inline(always)]
     fn lookup_in(&self, s: &Snapshot, addr: F::Addr) -> Option<NhId> {
         let key = F::key(addr);
-        let e = self.top(s, key);
+        let (e, cover) = self.top(s, key);
         let d = u32::from(self.top_bits);
         // SAFETY: `e` was just loaded from the top level of `s`, under the caller's guard.
         let r = unsafe {
             if Self::COMPRESS {
-                poptrie::walk::<_, true>(s, e as Ref, d, key)
+                poptrie::walk::<_, true>(s, e, d, key)
             } else {
-                poptrie::walk::<_, false>(s, e as Ref, d, key)
+                poptrie::walk::<_, false>(s, e, d, key)
             }
         };
         // Where the trie has no route: the slot's covering short route, else the default
         // route, by selects (a branch mispredicts on destinations that mix routed and
         // unrouted). The default is loaded after the walk: loading it before measured 20 %
         // slower single IPv6 lookups in `vrbench fib`.
-        let r = or_default(r, (e >> 32) as u32);
+        let r = if Self::COVERS {
+            or_default(r, cover)
+        } else {
+            r
+        };
         NhId::from_leaf(or_default(r, s.default.load(Ordering::Acquire)))
     }
 
@@ -443,9 +491,10 @@ impl<F: Family> Table<F> {
             keys[i] = F::key(addrs[i]);
         }
         for i in 0..n {
-            let t = self.top(s, keys[i]);
-            cover[i] = or_default((t >> 32) as u32, default);
-            let e = t as Ref;
+            let (e, c) = self.top(s, keys[i]);
+            if Self::COVERS {
+                cover[i] = or_default(c, default);
+            }
             out[i] = NhId::from_leaf(e >> 1);
             // Start loading the node as soon as its reference is known (a leaf entry makes a
             // harmless prefetch of some address).
@@ -483,9 +532,17 @@ impl<F: Family> Table<F> {
             active = next;
             d += 6;
         }
-        // "No route" from the trie is the cover (a select per address, no branch).
-        for (o, &c) in out.iter_mut().zip(&cover) {
-            *o = o.or(NhId::from_leaf(c));
+        // "No route" from the trie is the cover, else the default (a select per address, no
+        // branch).
+        if Self::COVERS {
+            for (o, &c) in out.iter_mut().zip(&cover) {
+                *o = o.or(NhId::from_leaf(c));
+            }
+        } else {
+            let default = NhId::from_leaf(default);
+            for o in out.iter_mut() {
+                *o = o.or(default);
+            }
         }
     }
 
@@ -514,9 +571,8 @@ impl<F: Family> Table<F> {
         let tb = u32::from(self.top_bits);
         for (i, &a) in addrs.iter().enumerate() {
             let k = F::key(a);
-            let t = self.top(s, k);
-            cover[i] = or_default((t >> 32) as u32, default);
-            let e = t as Ref;
+            let (e, c) = self.top(s, k);
+            cover[i] = or_default(c, default);
             poptrie::prefetch(poptrie::node_addr(s, e));
             res[i] = e >> 1;
             let rest = k.to_u128_bits() << tb;
@@ -613,7 +669,7 @@ impl<F: Family> Table<F> {
             w.nh.release(&self.nh, id, &guard);
             return Ok(old_set);
         }
-        if prefix.len() > self.top_bits && id > poptrie::leaf_mask(w.arena.cur().lw) {
+        if prefix.len() >= self.trie_min() && id > poptrie::leaf_mask(w.arena.cur().lw) {
             // The first id too wide for this table's leaves: rebuild at the wider width. (The
             // ids of the default route and of other routes no longer than the top level are
             // not in leaves, so they never need one.)
@@ -706,7 +762,8 @@ impl<F: Family> Table<F> {
         // the other routes no longer than the top level: they are the slots' covers.
         let default = w.rib.first_key_value().filter(|(p, _)| p.len() == 0);
         let default = default.map_or(0, |(_, &id)| id);
-        let max_id = w.rib.iter().filter(|(p, _)| p.len() > s);
+        let trie_min = self.trie_min();
+        let max_id = w.rib.iter().filter(|(p, _)| p.len() >= trie_min);
         let max_id = max_id.map(|(_, &id)| id).max().unwrap_or(0);
         // Covers: paint the short routes in order (covering before covered).
         let mut inh = vec![0u32; 1 << s];
@@ -723,8 +780,7 @@ impl<F: Family> Table<F> {
             }
         }
         let lw = leaf_width(max_id);
-        let empty = poptrie::top_entry(poptrie::leaf_ref(0), 0);
-        let mut arena = Arena::new(s, deep.len() * 3, lw, empty);
+        let mut arena = Arena::new(s, deep.len() * 3, lw, Self::COVERS);
         let mut i = 0;
         for (t, &cover) in inh.iter().enumerate() {
             let start = i;
@@ -732,9 +788,16 @@ impl<F: Family> Table<F> {
                 i += 1;
             }
             let base = F::Key::from_top(t, s);
-            let built = poptrie::build(base, s, 0, &deep[start..i], &mut arena, Self::COMPRESS);
-            let e = poptrie::top_entry(built.entry(), cover);
-            arena.cur().top[t].store(e, Ordering::Relaxed);
+            let inherited = if Self::COVERS { 0 } else { cover };
+            let built = poptrie::build(
+                base,
+                s,
+                inherited,
+                &deep[start..i],
+                &mut arena,
+                Self::COMPRESS,
+            );
+            Self::set_entry(arena.cur(), t, built.entry(), cover);
         }
         // Headroom for updates: an eighth of the build, at least a few blobs.
         let (used, _, _) = arena.used();
@@ -755,8 +818,7 @@ impl<F: Family> Table<F> {
 
     /// Store `built` as top-level slot `t`'s trie, retiring what it replaced.
     fn publish(w: &mut Writer<F>, t: usize, built: Built) {
-        let e = poptrie::top_entry(built.entry(), w.inh[t]);
-        let old = w.arena.cur().top[t].swap(e, Ordering::AcqRel) as Ref;
+        let old = Self::set_entry(w.arena.cur(), t, built.entry(), w.inh[t]);
         if !poptrie::is_leaf(old) {
             poptrie::retire_deep(&mut w.arena, old);
         }
@@ -842,11 +904,22 @@ impl<F: Family> Table<F> {
                 continue;
             }
             w.inh_len[t] = vlen;
-            if w.inh[t] != value {
-                w.inh[t] = value;
-                let top = &w.arena.cur().top[t];
-                let r = top.load(Ordering::Relaxed) as Ref;
-                top.store(poptrie::top_entry(r, value), Ordering::Release);
+            if w.inh[t] == value {
+                continue;
+            }
+            w.inh[t] = value;
+            if Self::COVERS {
+                let r = Self::entry(w.arena.cur(), t);
+                Self::set_entry(w.arena.cur(), t, r, value);
+            } else {
+                // Expanded into the slot's leaves: rebuild its subtree (a leaf if no longer
+                // route lies in it).
+                let base = F::Key::from_top(t, s);
+                let mut routes = core::mem::take(&mut w.scratch);
+                Self::routes_under(w, base, s, &mut routes);
+                let built = poptrie::build(base, s, value, &routes, &mut w.arena, Self::COMPRESS);
+                w.scratch = routes;
+                Self::publish(w, t, built);
             }
         }
     }
@@ -855,13 +928,14 @@ impl<F: Family> Table<F> {
         let s = self.top_bits;
         let (key, len) = (prefix.key(), prefix.len());
         let t = key.top(s);
-        let e = w.arena.cur().top[t].load(Ordering::Relaxed) as Ref;
+        let e = Self::entry(w.arena.cur(), t);
         if poptrie::is_leaf(e) {
             // No subtree yet: build one for the slot.
             let base = F::Key::from_top(t, s);
             let mut routes = core::mem::take(&mut w.scratch);
             Self::routes_under(w, base, s, &mut routes);
-            let built = poptrie::build(base, s, 0, &routes, &mut w.arena, Self::COMPRESS);
+            let inherited = if Self::COVERS { 0 } else { w.inh[t] };
+            let built = poptrie::build(base, s, inherited, &routes, &mut w.arena, Self::COMPRESS);
             w.scratch = routes;
             Self::publish(w, t, built);
             return;
@@ -919,7 +993,7 @@ impl<F: Family> Table<F> {
         let d = lvl.depth;
         let end = u32::from(d) + 6;
         let (first, n, rbase, rlen, inherited) = if u32::from(len) <= end {
-            let inherited = Self::best_cover(w, key, s + 1, len).0;
+            let inherited = Self::best_cover(w, key, self.trie_min(), len).0;
             (
                 key.bits6(d),
                 1usize << (end - u32::from(len)),
@@ -968,8 +1042,7 @@ impl<F: Family> Table<F> {
             lvl.slots[lvl.v] = built;
             built = poptrie::make_node(&lvl.slots, &mut w.arena, Self::COMPRESS);
         }
-        let e = poptrie::top_entry(built.entry(), w.inh[t]);
-        w.arena.cur().top[t].store(e, Ordering::Release);
+        Self::set_entry(w.arena.cur(), t, built.entry(), w.inh[t]);
         // Retire the blobs on the path (the rebuilt slots' old subtrees went above; the other
         // children are shared with the copies).
         for &(r, words) in &blobs {
@@ -987,13 +1060,13 @@ impl<F: Family> Table<F> {
         let w = self.w(); // no concurrent writer retires nodes while we walk
         let s = w.arena.cur();
         let mut m = Memory {
-            top: s.top.len() * 8,
+            top: s.top.len() * 8 + s.top32.len() * 4,
             nodes: 0,
             leaves: 0,
             node_count: 0,
         };
-        for e in s.top.iter() {
-            let e = e.load(Ordering::Relaxed) as Ref;
+        for t in 0..1usize << self.top_bits {
+            let e = Self::entry(s, t);
             if !poptrie::is_leaf(e) {
                 let (n, words, leaves) = poptrie::stats(s, e);
                 m.node_count += n;
@@ -1009,7 +1082,7 @@ impl<F: Family> Table<F> {
     pub fn memory_allocated(&self) -> usize {
         let w = self.w();
         let s = w.arena.cur();
-        s.top.len() * 8 + s.words.len() * 8
+        s.top.len() * 8 + s.top32.len() * 4 + s.words.len() * 8
     }
 }
 
@@ -1071,17 +1144,28 @@ mod tests {
     }
 
     /// The top-level entries and the live structure, to compare before and after a change.
-    fn shape<F: Family>(t: &Table<F>) -> (Vec<u64>, (usize, usize)) {
+    fn shape<F: Family>(t: &Table<F>) -> (Vec<(Ref, u32)>, (usize, usize)) {
         let w = t.w();
-        let top = w.arena.cur().top.iter().map(|e| e.load(Ordering::Relaxed));
-        (top.collect(), t_memory(&w))
+        let s = w.arena.cur();
+        let top = (0..1usize << t.top_bits).map(|i| top_of::<F>(s, i));
+        (top.collect(), t_memory::<F>(t, &w))
     }
 
-    fn t_memory<F: Family>(w: &Writer<F>) -> (usize, usize) {
+    /// Slot `i`'s entry: reference and cover.
+    fn top_of<F: Family>(s: &Snapshot, i: usize) -> (Ref, u32) {
+        if Table::<F>::COVERS {
+            let e = s.top[i].load(Ordering::Relaxed);
+            (e as Ref, (e >> 32) as u32)
+        } else {
+            (s.top32[i].load(Ordering::Relaxed), 0)
+        }
+    }
+
+    fn t_memory<F: Family>(t: &Table<F>, w: &Writer<F>) -> (usize, usize) {
         let s = w.arena.cur();
         let mut m = (0, 0);
-        for e in s.top.iter() {
-            let e = e.load(Ordering::Relaxed) as Ref;
+        for i in 0..1usize << t.top_bits {
+            let e = top_of::<F>(s, i).0;
             if !poptrie::is_leaf(e) {
                 let (n, words, _) = poptrie::stats(s, e);
                 m = (m.0 + n, m.1 + words);
@@ -1185,12 +1269,10 @@ mod tests {
                     .collect(),
             }
         }
-        let top = s
-            .top
-            .iter()
-            .map(|e| {
-                let e = e.load(Ordering::Relaxed);
-                let (r, cover) = (e as Ref, hop((e >> 32) as u32));
+        let top = (0..1usize << t.top_bits)
+            .map(|i| {
+                let (r, cover) = top_of::<F>(s, i);
+                let cover = hop(cover);
                 let trie = if poptrie::is_leaf(r) {
                     Canon::Leaf(hop(r >> 1))
                 } else {
