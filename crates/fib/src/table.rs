@@ -572,7 +572,7 @@ impl<F: Family> Table<F> {
         for (i, &a) in addrs.iter().enumerate() {
             let k = F::key(a);
             let (e, c) = self.top(s, k);
-            cover[i] = or_default(c, default);
+            cover[i] = c;
             poptrie::prefetch(poptrie::node_addr(s, e));
             res[i] = e >> 1;
             let rest = k.to_u128_bits() << tb;
@@ -613,8 +613,9 @@ impl<F: Family> Table<F> {
             }
             active = next;
         }
+        // Both selects here, in a pass that vectorises, rather than one in the top-level pass.
         for ((o, &r), &c) in out.iter_mut().zip(&res[..n]).zip(&cover) {
-            *o = NhId::from_leaf(or_default(r, c));
+            *o = NhId::from_leaf(or_default(or_default(r, c), default));
         }
     }
 
