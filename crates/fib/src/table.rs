@@ -8,11 +8,14 @@
 //!
 //! * the default route (`/0`) is not in the trie at all: its id is one atomic in the
 //!   published snapshot (`Snapshot::default`). Adding, replacing or removing it is one store.
-//! * the other routes no longer than `top_bits` are not in the trie either: each top-level
-//!   entry is 64 bits, the slot's trie reference and its *cover*, the id of the longest such
-//!   route covering the slot ([`poptrie::top_entry`]). A change to one is a store into each
-//!   top-level entry whose cover it changes (slots under a more specific short route keep
-//!   theirs: the writer keeps each slot's cover length), whatever lies below them.
+//! * IPv6: the other routes no longer than `top_bits` are not in the trie either: each
+//!   top-level entry is 64 bits, the slot's trie reference and its *cover*, the id of the
+//!   longest such route covering the slot ([`poptrie::top_entry`]). A change to one is a store
+//!   into each top-level entry whose cover it changes (slots under a more specific short route
+//!   keep theirs: the writer keeps each slot's cover length), whatever lies below them.
+//!   IPv4: entries are 32 bits and the covers are expanded into the leaves like any route, so
+//!   a short prefix rebuilds the subtree of each slot whose cover it changes (mostly a single
+//!   node in IPv4; `Table::COVERS` says why the families differ).
 //! * a longer prefix lies inside one top-level slot. The writer descends to the level whose
 //!   6-bit stride holds the prefix's last bit (a path-compressed node's folded strides count
 //!   as one level each) and rebuilds only the slots of that level the prefix covers — from the
@@ -22,15 +25,14 @@
 //!   slot's new root is published with one store.
 //!
 //! Every lookup path (single, batch — IPv4, IPv6 scalar and AVX-512 — and so
-//! [`Table::lookup_set`]) turns a trie result of 0 ("no route") into the slot's cover, and
-//! that too into the default, by selects. Why: leaves are fully expanded (a lookup is a walk
+//! [`Table::lookup_set`]) turns a trie result of 0 ("no route") into the slot's cover (IPv6),
+//! and that into the default, by selects. Why: leaves are fully expanded (a lookup is a walk
 //! with no backtracking), so a route in the trie is copied into every leaf under it that no
 //! longer route covers, and a change to a short one rebuilt every subtree under it: the
-//! default 53–68 ms on the full tables, an IPv4 /8 0.12–0.19 ms, IPv6 2400::/12 12–17 ms
-//! (`examples/update_outliers.rs`). Outside the trie they cost one store per slot (0.7–1.3
-//! µs for those), for the price of a wider top-level entry (IPv4's top level is 2 MiB instead
-//! of 1) and a select per lookup — see `docs/perf.md` for what that measured. Their ids need
-//! no leaf width either: they may be wider than the leaves.
+//! default 53–68 ms on the full tables, IPv6 2400::/12 12–17 ms, an IPv6 /20 0.5–0.7 ms
+//! (`examples/update_outliers.rs`). Outside the trie they cost one store per slot (under
+//! 2 µs), for the price of a select per lookup and, for the covers, a wider top-level entry.
+//! Their ids need no leaf width either: they may be wider than the leaves.
 //!
 //! New nodes go into the table's [`arena`](crate::arena); replaced ones are retired there and
 //! reused after an epoch grace period. A full-table load (and the rare rebuild when a next-hop
@@ -48,12 +50,14 @@
 //! level for IPv6 (the child is now prefetched the moment its reference is computed: +3–10 %);
 //! branches instead of selects in the step (no better on uniform destinations, and worse when
 //! the child/leaf pattern is random); a 22-bit IPv6 top level (16 MiB, no faster than 20 bits).
-//! For the cover in the IPv4 batch: carrying it with each walking address and writing final
-//! results in the step (no pass at the end) measured slower than one select pass at the end
-//! (218–226 against 234–238 M/s with every line cached, `lookup_rate HOT=1`).
+//! For covers in the batch lookup: carrying the cover with each walking address and writing
+//! final results in the step (no pass at the end) measured slower than a select pass at the
+//! end (IPv4, when it had covers: 218–226 against 234–238 M/s with every line cached,
+//! `lookup_rate HOT=1`); in IPv6 both selects in that final pass rather than one in the
+//! top-level pass measured +3 %.
 //!
 //! Atomicity with the default and the covers outside the trie: every change alters exactly
-//! one of the trie, the covers or the default id (the trie depends on neither, the covers not
+//! one of the trie, the covers (IPv6) or the default id (the trie depends on neither, the covers not
 //! on the default), and a slot's cover and trie reference are one 64-bit word, so a lookup sees
 //! each change entirely or not at all as far as its slot goes; a reload ([`Table::load`])
 //! builds trie, covers and default into a new snapshot and switches them together with the
