@@ -1,13 +1,15 @@
 //! Where the slowest single updates on the full tables come from: the 8 slowest of
 //! `vrbench fib`'s update phase (delete then re-insert a random 10 %), each marked if the arena
 //! grew during it; then the cost of arena growth itself, by inserting /25s into the full IPv4
-//! table until the arena has grown twice; finally, on the full tables, short prefixes by
-//! themselves: the default route (add, replace, delete — O(1), kept outside the trie) and
-//! prefixes no longer than the top level's bits that are not the default (an IPv4 /8, an IPv6
-//! /12), which still rebuild every slot subtree whose inherited value they change.
+//! table until the arena has grown twice (and the latency of all those inserts); finally, on
+//! the full tables, short prefixes by themselves: the default route (outside the trie: one
+//! store) and other prefixes no longer than the top level's bits — an IPv4 /8 (rebuilds the
+//! subtree of each slot whose cover it changes) and an IPv6 /12 (outside the trie: a store per
+//! top-level slot whose cover it changes).
 //!
-//! `cargo run --release -p vrhost-fib --example update_outliers [-- short]` (`short`: only the
-//! last part)
+//! `cargo run --release -p vrhost-fib --example update_outliers [-- short|lengths|churn v4|v6
+//! SECS]` (`short`: only the last part; `lengths`: instead, the update phase's latency by
+//! prefix length; `churn`: delete and re-insert random routes for a while, for profiling)
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -48,23 +50,109 @@ fn slowest<F: Family>(routes: &[(Prefix<F>, NextHopSet)]) {
     }
 }
 
+/// Update latency by prefix length: the same delete-and-re-insert sample as [`slowest`],
+/// grouped by length (`count`, p50, p99, max in µs), to see which lengths make the tail.
+fn by_length<F: Family>(routes: &[(Prefix<F>, NextHopSet)]) {
+    let t: Table<F> = Table::new();
+    t.load(routes.iter().cloned())
+        .expect("generated table loads");
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(6);
+    let sample: Vec<_> = (0..routes.len() / 10)
+        .map(|_| routes[rng.gen_range(0..routes.len())].clone())
+        .collect();
+    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); 129];
+    let mut all = Vec::new();
+    for (p, _) in &sample {
+        let s = Instant::now();
+        drop(t.remove(p));
+        lat[usize::from(p.len())].push(s.elapsed());
+    }
+    for (p, set) in &sample {
+        let s = Instant::now();
+        t.insert(*p, set.clone()).expect("re-insert");
+        lat[usize::from(p.len())].push(s.elapsed());
+    }
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!("{}: update latency by prefix length (µs)", F::NAME);
+    for (len, v) in lat.iter_mut().enumerate() {
+        if v.is_empty() {
+            continue;
+        }
+        all.extend(v.iter().copied());
+        v.sort();
+        let q = |f: f64| us(v[((v.len() - 1) as f64 * f) as usize]);
+        println!(
+            "  /{len:<3} {:>6}  p50 {:>8.1}  p99 {:>8.1}  max {:>8.1}",
+            v.len(),
+            q(0.5),
+            q(0.99),
+            q(1.0)
+        );
+    }
+    all.sort();
+    let q = |f: f64| us(all[((all.len() - 1) as f64 * f) as usize]);
+    println!(
+        "  all  {:>6}  p50 {:>8.1}  p99 {:>8.1}  max {:>8.1}",
+        all.len(),
+        q(0.5),
+        q(0.99),
+        q(1.0)
+    );
+}
+
+/// Delete and re-insert routes of the full table for `secs` seconds (for `perf record`: the
+/// update path with the table load a small part of the profile); prints the mean per change.
+fn churn<F: Family>(routes: &[(Prefix<F>, NextHopSet)], secs: f64) {
+    let t: Table<F> = Table::new();
+    t.load(routes.iter().cloned())
+        .expect("generated table loads");
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed().as_secs_f64() < secs {
+        for _ in 0..1000 {
+            let (p, set) = &routes[rng.gen_range(0..routes.len())];
+            drop(t.remove(p));
+            t.insert(*p, set.clone()).expect("re-insert");
+            n += 2;
+        }
+    }
+    println!(
+        "{}: {n} changes, {:.2} µs each",
+        F::NAME,
+        start.elapsed().as_secs_f64() * 1e6 / n as f64
+    );
+}
+
 fn growth() {
     let t: Table<V4> = Table::new();
     t.load(tablegen::ipv4_table(tablegen::IPV4_FULL, 1))
         .expect("generated table loads");
     let mut grown: Vec<(u32, Duration, usize, usize)> = Vec::new();
     let mut i = 0u32;
+    let mut all = Vec::new();
     while grown.len() < 2 {
         let before = t.memory_allocated();
         let p = Prefix4::new(Ipv4Addr::from_bits(0x0b00_0080 + i * 256), 25).expect("valid");
         let s = Instant::now();
         t.insert(p, NextHop::Drop).expect("insert");
         let e = s.elapsed();
+        all.push(e);
         if t.memory_allocated() != before {
             grown.push((i, e, before, t.memory_allocated()));
         }
         i += 1;
     }
+    all.sort();
+    let q = |f: f64| all[((all.len() - 1) as f64 * f) as usize].as_secs_f64() * 1e6;
+    println!(
+        "IPv4: {} inserts of /25s: p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs, max {:.1} µs",
+        all.len(),
+        q(0.5),
+        q(0.99),
+        q(0.999),
+        q(1.0)
+    );
     for (i, e, from, to) in grown {
         println!(
             "IPv4: arena grew at insert {i}: {:.1} → {:.1} MiB in {:.2} ms",
@@ -141,6 +229,21 @@ fn shorts() {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "churn") {
+        let secs = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(5.0);
+        if args.get(2).is_some_and(|a| a == "v6") {
+            churn::<V6>(&tablegen::ipv6_table(tablegen::IPV6_FULL, 1), secs);
+        } else {
+            churn::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1), secs);
+        }
+        return;
+    }
+    if std::env::args().any(|a| a == "lengths") {
+        by_length::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1));
+        by_length::<V6>(&tablegen::ipv6_table(tablegen::IPV6_FULL, 1));
+        return;
+    }
     let only_short = std::env::args().any(|a| a == "short");
     if !only_short {
         slowest::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1));

@@ -7,15 +7,17 @@
 //! visit for the /24s that make up 60 % of it.
 //!
 //! Layout. A direct-pointing top level resolves the first `top_bits` bits (see
-//! [`crate::Family::TOP_BITS`]) into 32-bit entries: a leaf `id << 1`, or a node reference
-//! (odd). Below it each node consumes 6 bits (64 slots). Slot `v` is either a child node
+//! [`crate::Family::TOP_BITS`]) into entries holding a 32-bit reference — a leaf `id << 1`, or
+//! a node (odd) — and, in IPv6, the slot's cover ([`top_entry`], 64 bits). Below it each node
+//! consumes 6 bits (64 slots). Slot `v` is either a child node
 //! (bit `v` of `vector` set) or a leaf. Leaves are run-length compressed: bit `v` of `leafvec`
 //! is set where a run of equal leaf values starts (child slots don't break runs), so the leaf
 //! for slot `v` is `leaves[popcnt(leafvec & mask(v)) - 1]`. Leaves are fully expanded: a leaf
 //! already holds the longest match for its slot, including routes inherited from above, so a
-//! lookup is a pure walk with no backtracking. The one exception is the default route (`/0`):
-//! the trie is built as if it did not exist (leaves only it would cover hold 0, "no route"),
-//! and the [`Table`](crate::Table) substitutes its id for a 0 result (see `table.rs`).
+//! lookup is a pure walk with no backtracking. The exceptions are the default route and, in
+//! IPv6, the other routes no longer than the top level: the trie is built as if they did not
+//! exist (leaves only they would cover hold 0, "no route"), and the [`Table`](crate::Table)
+//! substitutes the slot's cover, else the default, for a 0 result (see `table.rs`).
 //!
 //! A node's blob, in 64-bit words (offsets are in words, references 4 bytes):
 //!
@@ -41,9 +43,11 @@
 //! IPv4 does not use it: its chains are rare, and the check costs every lookup.
 //!
 //! Concurrency. Blobs are never modified after they are published. An update builds the
-//! changed subtree anew and copies the path above it (path copying), then publishes the new
-//! subtree root with one atomic store into the top level; readers see either the old or the new
-//! subtree, never a mix. Replaced blobs are retired to the arena, which reuses them only after
+//! changed slots of one node anew ([`build_range`]) and copies the path above it (path
+//! copying, [`make_node`] per level; unchanged subtrees are shared), then publishes the new
+//! subtree root with one atomic store into the top level; readers see either the old or the
+//! new subtree, never a mix. The builder is deterministic, so an updated trie is the one a
+//! fresh build of the same routes makes (a property test checks it). Replaced blobs are retired to the arena, which reuses them only after
 //! an epoch grace period.
 
 use core::hint::select_unpredictable;
@@ -69,6 +73,14 @@ const KMAX: u32 = 9;
 #[inline(always)]
 pub(crate) const fn leaf_ref(id: u32) -> Ref {
     id << 1
+}
+
+/// A top-level entry: the trie reference `r` for the slot (built without the routes no longer
+/// than the top level) and `cover`, the id of the longest of those covering the slot (0:
+/// none). A lookup takes `cover` where the trie has no route.
+#[inline(always)]
+pub(crate) const fn top_entry(r: Ref, cover: u32) -> u64 {
+    r as u64 | (cover as u64) << 32
 }
 
 #[inline(always)]
@@ -116,17 +128,18 @@ fn body_words(inner: bool, vector: u64, leafvec: u64, lw: u32) -> usize {
     bytes.div_ceil(8)
 }
 
-/// A node's contents, read back by the writer.
-#[derive(Debug)]
+/// A node's contents, read back by the writer (fixed arrays: the update path allocates
+/// nothing per node).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Decoded {
     /// `(k, frag, miss)` of a skip header.
-    skip: Option<(u32, u64, u32)>,
+    pub(crate) skip: Option<(u32, u64, u32)>,
     vector: u64,
     leafvec: u64,
-    children: Vec<Ref>,
-    leaves: Vec<u32>,
+    children: [Ref; 64],
+    leaves: [u32; 64],
     /// Total words, header included.
-    words: usize,
+    pub(crate) words: usize,
 }
 
 /// Read node `r` from `s`.
@@ -148,16 +161,16 @@ pub(crate) fn decode(s: &Snapshot, r: Ref) -> Decoded {
     let vector = if inner { w(o + 1) } else { 0 };
     let byte_at = |b: usize| (w(o + b / 8) >> ((b % 8) * 8)) as u32;
     let mut b = if inner { 16 } else { 8 };
-    let mut children = Vec::with_capacity(vector.count_ones() as usize);
-    for _ in 0..vector.count_ones() {
-        children.push(byte_at(b));
+    let mut children = [0; 64];
+    for c in &mut children[..vector.count_ones() as usize] {
+        *c = byte_at(b);
         b += 4;
     }
     let lw = s.lw;
     let mask = leaf_mask(lw);
-    let mut leaves = Vec::with_capacity(leafvec.count_ones() as usize);
-    for _ in 0..leafvec.count_ones() {
-        leaves.push(byte_at(b) & mask);
+    let mut leaves = [0; 64];
+    for l in &mut leaves[..leafvec.count_ones() as usize] {
+        *l = byte_at(b) & mask;
         b += 1 << lw;
     }
     Decoded {
@@ -171,20 +184,48 @@ pub(crate) fn decode(s: &Snapshot, r: Ref) -> Decoded {
 }
 
 impl Decoded {
-    /// The contents of slot `v` (not for skip nodes).
-    fn slot(&self, v: usize) -> Built {
-        debug_assert!(self.skip.is_none());
-        let m = upto(v);
-        if self.vector >> v & 1 != 0 {
-            let i = (self.vector & m).count_ones() as usize - 1;
-            Built::Node {
-                r: self.children[i],
-                fresh: false,
+    /// Child references, in slot order.
+    pub(crate) fn children(&self) -> &[Ref] {
+        &self.children[..self.vector.count_ones() as usize]
+    }
+
+    /// Leaf values, one per run.
+    pub(crate) fn leaves(&self) -> &[u32] {
+        &self.leaves[..self.leafvec.count_ones() as usize]
+    }
+
+    /// The body's 64 slots.
+    pub(crate) fn slots(&self) -> [Built; 64] {
+        let (mut ci, mut li) = (0, 0);
+        core::array::from_fn(|v| {
+            if self.vector >> v & 1 != 0 {
+                ci += 1;
+                Built::Node {
+                    r: self.children[ci - 1],
+                    fresh: false,
+                }
+            } else {
+                li += (self.leafvec >> v & 1) as usize;
+                Built::Leaf(self.leaves[li - 1])
             }
-        } else {
-            let i = (self.leafvec & m).count_ones() as usize - 1;
-            Built::Leaf(self.leaves[i])
-        }
+        })
+    }
+
+    /// The same body as a new blob under a skip header of the last `k` of this node's folded
+    /// strides (none if `k == 0`); children are shared with this node.
+    pub(crate) fn write_tail(&self, k: u32, a: &mut Arena) -> Built {
+        let (kk, frag, miss) = self.skip.expect("a path-compressed node");
+        debug_assert!(k < kk);
+        let skip = (k > 0).then(|| (k, frag & ((1u64 << (6 * k)) - 1), miss));
+        let r = write(
+            a,
+            skip,
+            self.vector,
+            self.leafvec,
+            self.children(),
+            self.leaves(),
+        );
+        Built::Node { r, fresh: true }
     }
 }
 
@@ -238,28 +279,31 @@ fn write(
 /// With `compress`, a node with one child and one leaf value is folded into its child.
 pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> Built {
     let (mut vector, mut leafvec) = (0u64, 0u64);
-    let mut children = Vec::new();
-    let mut leaves = Vec::new();
+    let mut children = [0; 64];
+    let mut leaves = [0; 64];
+    let (mut nc, mut nl) = (0, 0);
     let mut last = None;
     for (v, s) in slots.iter().enumerate() {
         match *s {
             Built::Node { r, .. } => {
                 vector |= 1 << v;
-                children.push(r);
+                children[nc] = r;
+                nc += 1;
             }
             Built::Leaf(x) => {
                 if last != Some(x) {
                     leafvec |= 1 << v;
-                    leaves.push(x);
+                    leaves[nl] = x;
+                    nl += 1;
                     last = Some(x);
                 }
             }
         }
     }
-    if vector == 0 && leaves.len() == 1 {
+    if vector == 0 && nl == 1 {
         return Built::Leaf(leaves[0]);
     }
-    if compress && vector.count_ones() == 1 && leaves.len() == 1 {
+    if compress && nc == 1 && nl == 1 {
         let v = vector.trailing_zeros() as usize;
         let Built::Node { r: c, fresh } = slots[v] else {
             unreachable!("vector bit set for a node slot")
@@ -277,8 +321,8 @@ pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> B
                 Some((k, frag, miss)),
                 d.vector,
                 d.leafvec,
-                &d.children,
-                &d.leaves,
+                d.children(),
+                d.leaves(),
             );
             if fresh {
                 a.free_now(off(c), d.words);
@@ -288,16 +332,17 @@ pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> B
             return Built::Node { r, fresh: true };
         }
     }
-    let r = write(a, None, vector, leafvec, &children, &leaves);
+    let r = write(a, None, vector, leafvec, &children[..nc], &leaves[..nl]);
     Built::Node { r, fresh: true }
 }
 
 /// Build the subtree for the node at `depth` whose range starts at `base`.
 ///
-/// `routes` are `(key, len, id)` of every route strictly inside the range with `len > depth`,
-/// sorted by `(key, len)`; `inherited` is the best route with `len ≤ depth` covering the range.
-/// Sorted order means a covering route comes before the routes it covers, so painting slots
-/// in order leaves the longest match in each slot.
+/// `routes` are `(key, len, id)` of routes inside the range, sorted by `(key, len)`; those
+/// with `len ≤ depth` are ignored (they are in `inherited`, the best route with `len ≤ depth`
+/// covering the range). Sorted order means a covering route comes before the routes it
+/// covers, so painting slots in order leaves the longest match in each slot, and the routes
+/// of one slot are contiguous.
 pub(crate) fn build<K: Key>(
     base: K,
     depth: u8,
@@ -309,83 +354,94 @@ pub(crate) fn build<K: Key>(
     if routes.is_empty() {
         return Built::Leaf(inherited);
     }
+    let mut slots = [Built::Leaf(inherited); 64];
+    build_range(
+        base, depth, 0, 64, inherited, routes, &mut slots, a, compress,
+    );
+    make_node(&slots, a, compress)
+}
+
+/// Fill slots `first..first + n` of the node at `depth` (range starting at `base`): paint
+/// `inherited` and the routes with `len ≤ depth + 6` of `routes` (sorted, inside those slots'
+/// range; shorter than `depth + 1` ignored), and build a child for each slot that has longer
+/// ones.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one recursive builder, its state spelled out"
+)]
+pub(crate) fn build_range<K: Key>(
+    base: K,
+    depth: u8,
+    first: usize,
+    n: usize,
+    inherited: u32,
+    routes: &[(K, u8, u32)],
+    slots: &mut [Built; 64],
+    a: &mut Arena,
+    compress: bool,
+) {
     let end = u32::from(depth) + 6;
     let mut vals = [inherited; 64];
     for &(k, len, id) in routes {
-        if u32::from(len) <= end {
-            let first = k.bits6(depth);
-            let n = 1usize << (end - u32::from(len));
-            vals[first..first + n].fill(id);
+        let len = u32::from(len);
+        if len > u32::from(depth) && len <= end {
+            let f = k.bits6(depth);
+            vals[f..f + (1usize << (end - len))].fill(id);
         }
     }
-    let mut slots: [Built; 64] = core::array::from_fn(|v| Built::Leaf(vals[v]));
-    // Routes deeper than this node, grouped by slot (contiguous once the short ones are skipped).
+    for v in first..first + n {
+        slots[v] = Built::Leaf(vals[v]);
+    }
+    // Routes deeper than this node, by slot (contiguous: sorted order).
     let mut i = 0;
-    let mut group = Vec::new();
     while i < routes.len() {
         if u32::from(routes[i].1) <= end {
             i += 1;
             continue;
         }
         let v = routes[i].0.bits6(depth);
-        group.clear();
-        while i < routes.len() && routes[i].0.bits6(depth) == v {
-            if u32::from(routes[i].1) > end {
-                group.push(routes[i]);
-            }
-            i += 1;
+        let mut j = i + 1;
+        while j < routes.len() && routes[j].0.bits6(depth) == v {
+            j += 1;
         }
         slots[v] = build(
             base.with_bits6(depth, v),
             depth + 6,
             vals[v],
-            &group,
+            &routes[i..j],
             a,
             compress,
         );
+        i = j;
     }
-    make_node(&slots, a, compress)
-}
-
-/// A copy of (non-skip) node `anc` with slot `v` replaced; siblings are shared with `anc`.
-/// The caller retires `anc` itself.
-pub(crate) fn replace_slot(anc: &Decoded, v: usize, with: Built, a: &mut Arena, c: bool) -> Built {
-    let slots: [Built; 64] = core::array::from_fn(|i| if i == v { with } else { anc.slot(i) });
-    make_node(&slots, a, c)
-}
-
-/// One step of the writer's descent: `Some(child)` if slot `v` of non-skip node `d` has one.
-pub(crate) fn child(d: &Decoded, v: usize) -> Option<Ref> {
-    match d.slot(v) {
-        Built::Node { r, .. } => Some(r),
-        Built::Leaf(_) => None,
-    }
-}
-
-/// Is `r` a path-compressed node?
-pub(crate) const fn is_skip(r: Ref) -> bool {
-    r & SKIP != 0
 }
 
 /// Retire node `r` and its whole subtree.
 pub(crate) fn retire_deep(a: &mut Arena, r: Ref) {
     let d = decode(a.cur(), r);
-    for &c in &d.children {
+    for &c in d.children() {
         retire_deep(a, c);
     }
     a.retire(off(r), d.words);
 }
 
-/// Retire node `r` alone (decoded as `d`).
-pub(crate) fn retire_one(a: &mut Arena, r: Ref, d: &Decoded) {
-    a.retire(off(r), d.words);
+/// Retire the children of `d` (not `d` itself) with their subtrees.
+pub(crate) fn retire_children(a: &mut Arena, d: &Decoded) {
+    for &c in d.children() {
+        retire_deep(a, c);
+    }
+}
+
+/// Retire node `r` alone (of `words` words).
+pub(crate) fn retire_one(a: &mut Arena, r: Ref, words: usize) {
+    a.retire(off(r), words);
 }
 
 /// Blobs, words and leaf bytes of the subtree at `r`.
 pub(crate) fn stats(s: &Snapshot, r: Ref) -> (usize, usize, usize) {
     let d = decode(s, r);
-    let mut acc = (1, d.words, d.leaves.len() << s.lw);
-    for &c in &d.children {
+    let mut acc = (1, d.words, d.leaves().len() << s.lw);
+    for &c in d.children() {
         let (n, w, l) = stats(s, c);
         acc = (acc.0 + n, acc.1 + w, acc.2 + l);
     }
