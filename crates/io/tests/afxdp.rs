@@ -754,6 +754,33 @@ fn bad_input_is_refused_with_a_clear_error() {
     assert_eq!(second.umem_id(), first.umem_id());
     drop((first, second));
     assert_eq!(pool.available(), pool.capacity());
+
+    // Busy polling: a budget of 0 is refused; on veth (copy mode) the port opens with the
+    // socket options set, but says busy polling is not in effect (no NAPI id in copy mode).
+    let o = XdpOptions {
+        busy_poll: Some(0),
+        ..small()
+    };
+    let e = open("xb", 1, &o).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            XdpError::BadOption {
+                field: "busy_poll",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let o = XdpOptions {
+        busy_poll: Some(64),
+        ..small()
+    };
+    let port = open("xb", 1, &o).unwrap();
+    assert_eq!(port.mode().1, BindMode::Copy);
+    assert!(!port.busy_polling());
+    drop(port);
+    assert_eq!(pool.available(), pool.capacity());
 }
 
 /// Two ports opened on one pool share one UMEM (the second socket binds with
