@@ -40,12 +40,19 @@ impl OpenPort {
                     XdpMode::Generic => AttachMode::Generic,
                 }),
                 zero_copy: spec.zero_copy,
+                // A vector's worth per NAPI poll: one poll of the worker, one NAPI poll.
+                busy_poll: spec
+                    .busy_poll
+                    .as_ref()
+                    .is_some_and(|b| *b.get_ref())
+                    .then_some(vrhost_dataplane::VECTOR as u16),
                 ..XdpOptions::default()
             };
             XdpPort::open(iface, queues, pool, &opts)
         };
         let packet = || PacketPort::open(iface, queues, pool, &PacketOptions::default());
-        Ok(match spec.backend {
+        let busy = spec.busy_poll.as_ref().is_some_and(|b| *b.get_ref());
+        let port = match spec.backend {
             Backend::Afxdp => OpenPort::Xdp(xdp(spec).context("AF_XDP")?),
             Backend::Afpacket => OpenPort::Packet(packet().context("AF_PACKET")?),
             Backend::Auto => match xdp(spec) {
@@ -55,7 +62,17 @@ impl OpenPort {
                     OpenPort::Packet(packet().context("AF_PACKET")?)
                 }
             },
-        })
+        };
+        if busy
+            && let OpenPort::Xdp(p) = &port
+            && !p.busy_polling()
+        {
+            warn!(
+                "{iface}: busy_poll has no effect: the sockets are bound in copy mode, and Linux \
+                 gives only zero-copy AF_XDP sockets a NAPI to busy-poll"
+            );
+        }
+        Ok(port)
     }
 
     /// The queues, one (rx, tx) pair per worker, in worker order.

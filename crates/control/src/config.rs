@@ -232,6 +232,12 @@ pub struct PortSpec {
     /// Zero-copy bind (AF_XDP only; default: try, fall back to copy).
     #[serde(default)]
     pub zero_copy: Option<bool>,
+    /// Preferred busy polling (AF_XDP only; default false): each worker runs the receive
+    /// NAPI of the queue it polls on its own core (see `vrhost_io::afxdp`). Set
+    /// `napi_defer_hard_irqs` and `gro_flush_timeout` on the interface with it. Linux
+    /// busy-polls zero-copy sockets only; in copy mode (veth) it has no effect (logged).
+    #[serde(default)]
+    pub busy_poll: Option<Spanned<bool>>,
 }
 
 /// How a VIF's frames are recognised on its port.
@@ -648,6 +654,17 @@ impl Config {
                     &p.name,
                     "port.xdp_mode",
                     "xdp_mode and zero_copy apply to AF_XDP ports only",
+                ));
+            }
+            if let Some(b) = &p.busy_poll
+                && *b.get_ref()
+                && p.backend == Backend::Afpacket
+            {
+                return Err(self.err(
+                    b,
+                    "port.busy_poll",
+                    "busy polling applies to AF_XDP ports only (packet sockets cannot drive \
+                     the NAPI)",
                 ));
             }
         }

@@ -31,6 +31,17 @@ pub trait TxQueue: Send {
     /// hardware (or peer) is done with them.
     fn tx_burst(&mut self, pool: &Pool, pkts: &mut PktVec) -> usize;
 
+    /// Push out what earlier `tx_burst` calls queued. A worker runs many small vectors per
+    /// poll when many VRs share a port (each VR's vector is its own `tx_burst`), so a
+    /// backend whose transmit costs a system call per call (AF_XDP copy mode's `sendto`,
+    /// AF_PACKET's `sendmmsg`) queues in `tx_burst` and sends here: the worker calls this
+    /// once per poll, after the poll's last vector, on every queue it gave packets to in
+    /// that poll. So a frame waits at most for the rest of the poll it was forwarded in.
+    /// The default does nothing (for backends that send inside `tx_burst`).
+    fn flush(&mut self, pool: &Pool) {
+        let _ = pool;
+    }
+
     /// A fence after everything handed to this queue so far, for backends whose queue holds
     /// frames after `tx_burst` returns (a ring another thread or a device drains). When a
     /// VR moves to another worker, the new worker sends the VR's packets only once the old

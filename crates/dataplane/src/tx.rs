@@ -4,6 +4,11 @@
 //! Staging keeps the egress VIF and length of each packet beside it, because after
 //! `tx_burst` the packets belong to the port: the counters for the ones it took (VR, VIF,
 //! port) and the `tx-full` drops for the ones it refused are settled from these arrays.
+//!
+//! A VR's vector ends with a `tx_burst` per port it sent to, so that each VR's counters
+//! are settled with that VR; the queues then push out once per poll ([`TxStage::kick`],
+//! [`TxQueue::flush`]), so that a poll that ran 64 VRs' small vectors costs one system call
+//! per port, not 64.
 
 use crate::counters::{Drop, PortCounters, VrCounters};
 use crate::pool::{Pkt, Pool};
@@ -27,6 +32,8 @@ pub(crate) struct TxStage {
     stages: Vec<Stage>,
     /// Ports with something staged.
     dirty: Vec<u16>,
+    /// Ports whose queue was given packets since the last [`TxStage::kick`].
+    unkicked: Vec<u16>,
 }
 
 impl TxStage {
@@ -42,6 +49,7 @@ impl TxStage {
             queues,
             stages,
             dirty: Vec::new(),
+            unkicked: Vec::new(),
         }
     }
 
@@ -63,9 +71,19 @@ impl TxStage {
         s.pkts.push(p);
     }
 
-    /// A fence on every transmit queue that has one (see [`TxQueue::fence`]).
-    pub(crate) fn fences(&mut self) -> Vec<Box<dyn Fence>> {
+    /// A fence on every transmit queue that has one (see [`TxQueue::fence`]), after what
+    /// the queues hold unsent has been pushed out.
+    pub(crate) fn fences(&mut self, pool: &Pool) -> Vec<Box<dyn Fence>> {
+        self.kick(pool);
         self.queues.iter_mut().filter_map(|q| q.fence()).collect()
+    }
+
+    /// Let every queue given packets since the last kick push them out
+    /// ([`TxQueue::flush`]). The worker calls it once at the end of each poll.
+    pub(crate) fn kick(&mut self, pool: &Pool) {
+        while let Some(port) = self.unkicked.pop() {
+            self.queues[usize::from(port)].flush(pool);
+        }
     }
 
     /// Send everything staged.
@@ -82,6 +100,9 @@ impl TxStage {
             return;
         }
         let sent = self.queues[i].tx_burst(f.pool, &mut s.pkts);
+        if !self.unkicked.contains(&(i as u16)) {
+            self.unkicked.push(i as u16);
+        }
         let pc = &f.ports[i][f.worker];
         let mut bytes = 0u64;
         // VIF counters are added per run of packets to the same VIF (usually the whole

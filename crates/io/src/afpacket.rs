@@ -11,8 +11,9 @@
 //! - **receive** ([`PacketRx`]): a TPACKET_V3 block ring, mapped once, walked without system
 //!   calls (the walk is described in `afpacket/rx.rs`). All receive sockets of a port join one
 //!   `PACKET_FANOUT` group (`PACKET_FANOUT_HASH`) whose id the kernel picks
-//!   (`PACKET_FANOUT_FLAG_UNIQUEID`), so ids never collide between ports or processes; a
-//!   port with one queue is a group of one, so both cases run the same code.
+//!   (`PACKET_FANOUT_FLAG_UNIQUEID`), so ids never collide between ports or processes. A
+//!   port with one queue joins no group: a group of one would cost the kernel a flow hash
+//!   per frame to choose its only member (about a tenth of the receiving CPU on veth).
 //! - **transmit** ([`PacketTx`]): its own socket, bound with protocol 0 so it never
 //!   receives, with `PACKET_QDISC_BYPASS`. One system call per burst in both [`TxMode`]s.
 //!
@@ -84,10 +85,14 @@
 //! waiting in a ring. On a NIC driver the ring may win: re-measure there with
 //! `cargo test --release -p vrhost-io --test afpacket_bench -- --ignored --nocapture`.
 //!
-//! Either way, what the kernel did not take — ring full, send buffer full, driver queue
-//! full — stays in the caller's vector (counted as tx-full by the data plane). In ring mode
-//! a slot stays busy until the driver frees its `sk_buff`; when a kick fails because the
-//! driver queue is full, the kernel keeps the frame it could not send requested in the ring
+//! Both modes send once per poll, at the data plane's
+//! [`TxQueue::flush`](vrhost_dataplane::port::TxQueue::flush), not per `tx_burst`: with
+//! many VRs a poll runs many small vectors. In ring mode what the ring cannot take stays
+//! in the caller's vector (counted as tx-full by the data plane); in `sendmmsg` mode
+//! frames the kernel refuses at the flush (send buffer or driver queue full) are counted
+//! in [`PacketStats::tx_full`]. In ring mode a slot stays busy until the driver frees its
+//! `sk_buff`; when a kick fails because the driver queue is full, the kernel keeps the
+//! frame it could not send requested in the ring
 //! and sends it at the next burst's kick (it waits until then).
 //!
 //! # Offloads: what a router port must not be handed, and what is fixed here
@@ -265,7 +270,7 @@ impl PacketOptions {
 pub struct PacketPort {
     ifname: String,
     ifindex: u32,
-    fanout_group: u16,
+    fanout_group: Option<u16>,
     queues: Vec<(PacketRx, PacketTx)>,
     rx_sockets: Vec<Weak<RxSocket>>,
     counters: Vec<Arc<QueueCounters>>,
@@ -275,16 +280,15 @@ impl PacketPort {
     /// Open `queues` queues on interface `ifname` of the calling thread's network
     /// namespace. The interface must exist and be up.
     ///
-    /// `pool` is the pool the queues will be polled with; this backend copies frames into
-    /// whichever pool `rx_burst` is given, so it only takes the argument to match the
-    /// AF_XDP backend, whose UMEM is the pool.
+    /// `pool` is the pool the queues will be polled with. Receiving copies frames into
+    /// whichever pool `rx_burst` is given; transmitting collects packets of `pool` until
+    /// the flush (see [`PacketTx`]) and sends packets of any other pool at once.
     pub fn open(
         ifname: &str,
         queues: u32,
         pool: &Arc<Pool>,
         opts: &PacketOptions,
     ) -> Result<PacketPort, PacketError> {
-        let _ = pool;
         let Some(ifindex) = sys::ifindex(ifname) else {
             return Err(PacketError::NoInterface {
                 ifname: ifname.into(),
@@ -310,19 +314,26 @@ impl PacketPort {
                 }
             }
         };
-        let mut group = None;
+        let mut fanout = if queues == 1 {
+            socket::Fanout::Alone
+        } else {
+            socket::Fanout::Create
+        };
         let mut port = PacketPort {
             ifname: ifname.into(),
             ifindex,
-            fanout_group: 0,
+            fanout_group: None,
             queues: Vec::with_capacity(queues as usize),
             rx_sockets: Vec::with_capacity(queues as usize),
             counters: Vec::with_capacity(queues as usize),
         };
         for q in 0..queues {
             let (rx_fd, ring, g) =
-                socket::open_rx(ifindex, opts, group).map_err(|e| sys_err(q, e))?;
-            group = Some(g);
+                socket::open_rx(ifindex, opts, fanout).map_err(|e| sys_err(q, e))?;
+            if let Some(g) = g {
+                fanout = socket::Fanout::Join(g);
+                port.fanout_group = Some(g);
+            }
             let (tx_fd, tx_ring) = socket::open_tx(ifindex, opts).map_err(|e| sys_err(q, e))?;
             let counters = Arc::new(QueueCounters::default());
             let sock = Arc::new(RxSocket { fd: rx_fd });
@@ -341,14 +352,14 @@ impl PacketPort {
                     TxRing::new(m, opts.tx_frames as usize),
                     q,
                     counters.clone(),
+                    pool.clone(),
                 ),
-                None => PacketTx::mmsg(tx_fd, q, counters.clone()),
+                None => PacketTx::mmsg(tx_fd, q, counters.clone(), pool.clone()),
             };
             port.rx_sockets.push(Arc::downgrade(&sock));
             port.counters.push(counters);
             port.queues.push((rx, tx));
         }
-        port.fanout_group = group.unwrap_or_default();
         Ok(port)
     }
 
@@ -388,8 +399,9 @@ impl PacketPort {
         self.counters.len() as u32
     }
 
-    /// The id of the port's fanout group (chosen by the kernel, unique in the namespace).
-    pub fn fanout_group(&self) -> u16 {
+    /// The id of the port's fanout group (chosen by the kernel, unique in the namespace);
+    /// `None` for a port with one queue, which needs no group.
+    pub fn fanout_group(&self) -> Option<u16> {
         self.fanout_group
     }
 }

@@ -51,6 +51,30 @@
 //! queue closed a moment ago stays registered until a kernel workqueue item runs; binding
 //! it again retries `EBUSY` for a short while.
 //!
+//! # Preferred busy polling
+//!
+//! With [`XdpOptions::busy_poll`] each socket gets `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL`
+//! and `SO_BUSY_POLL_BUDGET`, and its receive half makes one non-blocking `recvfrom` per
+//! `rx_burst`: the kernel then runs the queue's NAPI poll (the driver's receive, the XDP
+//! program, the copy into the UMEM) right there, in the worker's thread on the worker's
+//! core, before the rx ring is read. Where the NAPI poll ran before — on veth, in softirq
+//! on the CPU that sent into the interface; on a NIC, where its interrupt went — is left
+//! free. For the kernel to leave the NAPI to the busy poller between two polls, set on
+//! the interface `napi_defer_hard_irqs` (e.g. 2) and `gro_flush_timeout` (e.g. 200000 ns)
+//! in `/sys/class/net/IF/`: then a NAPI the application stopped polling is picked up by
+//! a timer, not rescheduled at once. Without them busy polling still works, but the
+//! kernel may run some of the NAPI's polls in softirq as before.
+//!
+//! **Zero-copy sockets only.** Busy polling needs the socket's NAPI id, and since Linux
+//! 6.13 (commit "xsk: Bring back busy polling support") `xsk_bind` records it only for
+//! zero-copy binds on drivers that register their queues' NAPIs
+//! (`netif_queue_set_napi`). A copy-mode socket — every socket on veth — has none, so its
+//! `recvfrom` returns without polling anything: measured on 6.18 with veth, `p0`'s NAPI
+//! kept running in softirq on the sending CPU (`veth_poll` 30 % of the generator's
+//! samples, `xsk_recvmsg` 0.01 % of the worker's). So on a copy-mode port the option sets
+//! the socket options but skips the per-burst `recvfrom`, and [`XdpPort::busy_polling`]
+//! says it is not in effect.
+//!
 //! Zero-copy caveat: in zero-copy mode a driver owns the fill ring's buffers until the
 //! kernel's deferred teardown after `close` (a workqueue item user space cannot wait
 //! for); their slots are returned to the pool right after `close`, as every AF_XDP
@@ -71,7 +95,8 @@ use vrhost_dataplane::Pool;
 
 pub use queue::{XskRx, XskTx};
 
-use bpf::{Link, Program, XskMap};
+use crate::bpf::{Link, Program};
+use bpf::XskMap;
 use socket::Xsk;
 use umem::Umem;
 
@@ -128,6 +153,11 @@ pub struct XdpOptions {
     /// Bind with `XDP_USE_NEED_WAKEUP`, so the kernel is woken only when it asks. Default
     /// true. Ports sharing a pool share the first one's setting.
     pub need_wakeup: bool,
+    /// Preferred busy polling (see the module docs): the worker that polls a queue runs
+    /// the interface's receive NAPI for it, on its own core, instead of the kernel running
+    /// it in softirq wherever the interrupt (or, on veth, the sender) was. `Some(budget)`:
+    /// on, with up to `budget` frames per NAPI poll (1..=65535). Default `None`.
+    pub busy_poll: Option<u16>,
 }
 
 impl Default for XdpOptions {
@@ -138,6 +168,7 @@ impl Default for XdpOptions {
             ring_size: 2048,
             fill_size: 2048,
             need_wakeup: true,
+            busy_poll: None,
         }
     }
 }
@@ -283,6 +314,7 @@ pub struct XdpPort {
     ifindex: u32,
     mode: (AttachMode, BindMode),
     need_wakeup: bool,
+    busy_polling: bool,
     umem_id: u64,
     pool: Arc<Pool>,
 }
@@ -347,7 +379,7 @@ impl XdpPort {
             }
         };
         let map = Arc::new(XskMap::create(queues).map_err(bpf_err("BPF_MAP_CREATE"))?);
-        let prog = Program::load(&map).map_err(|e| XdpError::Verifier {
+        let prog = bpf::load(&map).map_err(|e| XdpError::Verifier {
             ifname: ifname.to_string(),
             source: e.source,
             log: e.log,
@@ -360,7 +392,7 @@ impl XdpPort {
         let mut tried = Vec::new();
         let mut attached = None;
         for &m in order {
-            match Link::attach(&prog, ifindex, m) {
+            match bpf::attach(&prog, ifindex, m) {
                 Ok(l) => {
                     attached = Some((l, m));
                     break;
@@ -387,11 +419,15 @@ impl XdpPort {
             (AttachMode::Generic, _) => Some(false),
             (AttachMode::Native, z) => z,
         };
+        if opts.busy_poll == Some(0) {
+            return Err(bad("busy_poll", 0, "the budget must be at least 1"));
+        }
         let cfg = socket::Config {
             ring_size: opts.ring_size,
             fill_size: opts.fill_size,
             zero_copy,
             need_wakeup: opts.need_wakeup,
+            busy_poll: opts.busy_poll,
         };
 
         let umem = Umem::for_pool(pool);
@@ -418,6 +454,7 @@ impl XdpPort {
             ifindex,
             mode: (attach, bind),
             need_wakeup,
+            busy_polling: opts.busy_poll.is_some() && bind == BindMode::ZeroCopy,
             umem_id,
             pool: pool.clone(),
         })
@@ -445,6 +482,12 @@ impl XdpPort {
     /// How the program is attached and the sockets bound.
     pub fn mode(&self) -> (AttachMode, BindMode) {
         self.mode
+    }
+
+    /// Whether the workers busy-poll the queues' NAPIs: [`XdpOptions::busy_poll`] was
+    /// asked for and the sockets are zero-copy (see the module docs).
+    pub fn busy_polling(&self) -> bool {
+        self.busy_polling
     }
 
     /// Whether the sockets use `XDP_USE_NEED_WAKEUP`.

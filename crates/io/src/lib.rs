@@ -8,10 +8,13 @@
 //!   and pool), with the steering XDP program loaded and attached by vrhost.
 //! - [`afpacket`]: TPACKET_V3 rings on any interface; the fallback when XDP is unavailable.
 //! - [`tap`]: a tap device per VIF for the punt/inject path of a VR's control plane.
+//! - [`bpf`]: the bpf(2) calls (maps, hand-assembled programs, links, test runs) behind
+//!   the AF_XDP steering program, also used by vrbench's generator and sink.
 //!
 //! [`RxQueue`]: vrhost_dataplane::port::RxQueue
 //! [`TxQueue`]: vrhost_dataplane::port::TxQueue
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod bpf;
 pub mod tap;

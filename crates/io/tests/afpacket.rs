@@ -212,6 +212,7 @@ fn tx_both_modes_arrive_byte_exact_and_are_not_received_back() {
             while !v.is_empty() {
                 let before = v.len();
                 let n = tx.tx_burst(&pool, &mut v);
+                tx.flush(&pool);
                 assert_eq!(v.len(), before - n, "taken packets leave the vector");
                 if !v.is_empty() {
                     // Ring (64 slots) or socket buffer full: retry what is left.
@@ -247,6 +248,7 @@ fn tx_both_modes_arrive_byte_exact_and_are_not_received_back() {
         );
         let s = port.stats();
         assert_eq!(s.tx_errors, 0, "{mode:?}");
+        assert_eq!(s.tx_full, 0, "{mode:?}");
         println!("{mode:?}: 600 frames sent, {full_retries} bursts retried after a full queue");
     }
 }
@@ -265,8 +267,12 @@ fn fanout_spreads_flows_over_two_queues() {
     assert_eq!(port.queues(), 2);
     {
         // Another port on the same interface gets a group of its own.
-        let other = open(&p.a, "pa", 1, &pool, &opts);
+        let other = open(&p.a, "pa", 2, &pool, &opts);
+        assert!(other.fanout_group().is_some() && port.fanout_group().is_some());
         assert_ne!(other.fanout_group(), port.fanout_group());
+        // A port with one queue needs no group (and so no flow hash per frame).
+        let single = open(&p.a, "pa", 1, &pool, &opts);
+        assert_eq!(single.fanout_group(), None);
     }
     let mut queues = port.take_queues();
     assert_eq!(queues.len(), 2);

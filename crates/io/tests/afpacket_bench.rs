@@ -98,6 +98,7 @@ fn round(mode: TxMode, secs: u64) -> Round {
             v.push(pool.alloc_frame(&frame).unwrap());
         }
         taken += tx.tx_burst(&pool, &mut v) as u64;
+        tx.flush(&pool);
         refused += v.len() as u64;
         pool.free_all(&mut v);
     }

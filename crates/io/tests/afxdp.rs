@@ -136,6 +136,7 @@ fn tx_sends_exact_bytes_and_completions_free_the_slots() {
             v.push(pool.alloc_frame(&sent[queued + v.len()]).unwrap());
         }
         let n = tx.tx_burst(&pool, &mut v);
+        tx.flush(&pool);
         // The queue takes from the front; what it refused stays, in order.
         queued += n;
         if n == 0 {
@@ -194,6 +195,7 @@ fn dropping_a_port_with_frames_in_flight_returns_every_slot() {
         v.push(pool.alloc_frame(&test_frame(src, 100 + i, 300)).unwrap());
     }
     assert_eq!(tx.tx_burst(&pool, &mut v), 20);
+    tx.flush(&pool);
     assert!(
         raw.recv(20, Duration::from_secs(5), |f| test_seq(f).is_some())
             .len()
@@ -264,6 +266,7 @@ fn two_queues_both_receive_and_transmit() {
             );
         }
         assert_eq!(tx.tx_burst(&pool, &mut v), 10);
+        tx.flush(&pool);
     }
     let got = raw.recv(20, Duration::from_secs(5), |f| test_seq(f).is_some());
     let seqs: BTreeSet<u32> = got.iter().map(|f| test_seq(f).unwrap()).collect();
@@ -368,6 +371,7 @@ fn generic_mode_forced_and_native_falls_back_to_generic() {
     let mut v = PktVec::new();
     v.push(pool.alloc_frame(&sent[4]).unwrap());
     assert_eq!(tx.tx_burst(&pool, &mut v), 1);
+    tx.flush(&pool);
     assert_eq!(
         raw.recv(1, Duration::from_secs(5), |f| test_seq(f).is_some()),
         vec![sent[4].clone()]
@@ -750,6 +754,33 @@ fn bad_input_is_refused_with_a_clear_error() {
     assert_eq!(second.umem_id(), first.umem_id());
     drop((first, second));
     assert_eq!(pool.available(), pool.capacity());
+
+    // Busy polling: a budget of 0 is refused; on veth (copy mode) the port opens with the
+    // socket options set, but says busy polling is not in effect (no NAPI id in copy mode).
+    let o = XdpOptions {
+        busy_poll: Some(0),
+        ..small()
+    };
+    let e = open("xb", 1, &o).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            XdpError::BadOption {
+                field: "busy_poll",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let o = XdpOptions {
+        busy_poll: Some(64),
+        ..small()
+    };
+    let port = open("xb", 1, &o).unwrap();
+    assert_eq!(port.mode().1, BindMode::Copy);
+    assert!(!port.busy_polling());
+    drop(port);
+    assert_eq!(pool.available(), pool.capacity());
 }
 
 /// Two ports opened on one pool share one UMEM (the second socket binds with
@@ -816,6 +847,7 @@ fn ports_on_one_pool_share_one_umem_and_forward_without_copy() {
     );
     let before = pool.available();
     assert_eq!(txb.tx_burst(&pool, &mut v), 1);
+    txb.flush(&pool);
     let got = raw_b.recv(1, Duration::from_secs(5), |g| test_seq(g).is_some());
     assert_eq!(got, vec![f]);
     // The slot went to rb's kernel queue and comes back through rb's completion ring.

@@ -167,6 +167,7 @@ fn forwarding_rate() {
                     }
                 }
                 let n = gtx.tx_burst(&gpool, &mut v);
+                gtx.flush(&gpool);
                 offered.fetch_add(n as u64, Ordering::Relaxed);
                 gpool.free_all(&mut v);
             }

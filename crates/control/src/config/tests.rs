@@ -260,6 +260,35 @@ fn queues_must_match_cores() {
 }
 
 #[test]
+fn busy_poll_only_on_af_xdp_ports() {
+    // p0 has the default backend (auto, AF_XDP first): allowed.
+    let ok = BASE.replacen(
+        "interface = \"lo\"",
+        "interface = \"lo\"\nbusy_poll = true",
+        1,
+    );
+    let c = Config::parse("t.toml", &ok).unwrap();
+    assert_eq!(
+        c.ports[0].busy_poll.as_ref().map(|b| *b.get_ref()),
+        Some(true)
+    );
+    // p1 is AF_PACKET: refused, naming the field and its line.
+    let bad = BASE.replace(
+        "backend = \"afpacket\"",
+        "backend = \"afpacket\"\nbusy_poll = true",
+    );
+    let e = err(&bad);
+    assert_eq!(e.field, "port.busy_poll");
+    assert_eq!(e.line, 13, "{e}");
+    // Off is fine anywhere.
+    let off = BASE.replace(
+        "backend = \"afpacket\"",
+        "backend = \"afpacket\"\nbusy_poll = false",
+    );
+    Config::parse("t.toml", &off).unwrap();
+}
+
+#[test]
 fn host_checks_name_missing_interfaces_and_cores() {
     let c = Config::parse("t.toml", BASE).unwrap();
     // "lo" exists everywhere, "lo2" nowhere.

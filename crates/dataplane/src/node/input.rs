@@ -2,7 +2,7 @@
 
 use crate::counters::{Drop, Node, VifCounters};
 use crate::flow::Class;
-use crate::node::{Ctx, cycles};
+use crate::node::{Ctx, Scratch, cycles};
 use crate::pool::MAX_FRAME;
 use crate::vector::PktVec;
 
@@ -21,7 +21,7 @@ pub(crate) fn inject(cx: &mut Ctx<'_>, v: &mut PktVec) {
 }
 
 /// Split a VR's vector by L3 class and run each part through its path.
-pub(crate) fn vr_input(cx: &mut Ctx<'_>, v: &mut PktVec) {
+pub(crate) fn vr_input(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     if v.is_empty() {
         return;
     }
@@ -72,9 +72,9 @@ pub(crate) fn vr_input(cx: &mut Ctx<'_>, v: &mut PktVec) {
     }
     cx.count(Node::VrInput, n, cycles().wrapping_sub(t0));
     if !v4.is_empty() {
-        crate::node::ip4::ip4(cx, &mut v4);
+        crate::node::ip4::ip4(cx, &mut v4, sc);
     }
     if !v6.is_empty() {
-        crate::node::ip6::ip6(cx, &mut v6);
+        crate::node::ip6::ip6(cx, &mut v6, sc);
     }
 }

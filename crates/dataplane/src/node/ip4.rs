@@ -7,7 +7,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use vrhost_fib::{BATCH, NextHop, NhId};
+use vrhost_fib::{BATCH, NextHop};
 use vrhost_wire::checksum;
 use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::icmpv4::DstUnreachable;
@@ -15,7 +15,7 @@ use vrhost_wire::icmpv4::DstUnreachable;
 use crate::counters::{Drop, Node};
 use crate::flow;
 use crate::node::icmp::{self, Icmp4};
-use crate::node::{Ctx, adjcache, cycles, l2};
+use crate::node::{Ctx, Scratch, adjcache, cycles, l2};
 use crate::vector::{PktVec, VECTOR};
 
 const _: () = assert!(VECTOR <= BATCH);
@@ -94,12 +94,12 @@ fn header_checksum_ok(h: &[u8]) -> bool {
 }
 
 /// Run a vector of IPv4 packets of one VR.
-pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec) {
+pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let t0 = cycles();
     let n_in = v.len();
     let pool = cx.pool;
     let mut fwd = PktVec::new();
-    let mut dsts = [Ipv4Addr::UNSPECIFIED; VECTOR];
+    let dsts = &mut sc.dst4;
     for p in v.iter() {
         pool.prefetch(p);
     }
@@ -125,12 +125,19 @@ pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec) {
     if fwd.is_empty() {
         return;
     }
-    forward(cx, &mut fwd, &dsts);
+    forward(cx, &mut fwd, sc);
 }
 
 /// `flow-cache` + `forward`: look up, resolve and rewrite; `dsts[i]` is the destination of
 /// `v[i]`.
-fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
+fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
+    let Scratch {
+        dst4: dsts,
+        miss4: miss_dst,
+        hits,
+        ids: miss_ids,
+        ..
+    } = sc;
     let t0 = cycles();
     let pool = cx.pool;
     let n = v.len();
@@ -138,17 +145,18 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv4Addr; VECTOR]) {
     // Generations only grow, so their sum changes whenever either table does; +1 keeps it
     // clear of the cache's "empty" 0.
     let generation = cx.vr.fib4.generation() + cx.vr.neigh.generation() + 1;
-    let mut hits: [Option<(u16, [u8; 6])>; VECTOR] = [None; VECTOR];
-    let mut miss_dst = [Ipv4Addr::UNSPECIFIED; VECTOR];
-    let mut miss_ids: [Option<NhId>; VECTOR] = [None; VECTOR];
     let (use_fc, m) = cx.st.fc4.probe_vector(
         &dsts[..n],
         Ipv4Addr::to_bits,
         generation,
-        &mut hits,
-        &mut miss_dst,
+        hits,
+        miss_dst,
         cx.c,
     );
+    if !use_fc {
+        // The cache was bypassed and wrote no answers: none of the scratch's old ones count.
+        hits[..n].fill(None);
+    }
     let t1 = cycles();
     cx.count(Node::FlowCache, n, t1.wrapping_sub(t0));
     cx.vr

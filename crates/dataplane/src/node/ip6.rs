@@ -8,7 +8,7 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use vrhost_fib::{NextHop, NhId};
+use vrhost_fib::NextHop;
 use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::icmpv6::{ErrorMessage, TimeExceededCode, UnreachableCode};
 use vrhost_wire::ip::Protocol;
@@ -17,8 +17,8 @@ use vrhost_wire::ipv6;
 use crate::counters::{Drop, Node};
 use crate::flow;
 use crate::node::icmp;
-use crate::node::{Ctx, adjcache, cycles, l2};
-use crate::vector::{PktVec, VECTOR};
+use crate::node::{Ctx, Scratch, adjcache, cycles, l2};
+use crate::vector::PktVec;
 
 enum Input {
     Forward(Ipv6Addr),
@@ -85,12 +85,12 @@ fn check(l3: &[u8]) -> (Input, usize) {
 }
 
 /// Run a vector of IPv6 packets of one VR.
-pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec) {
+pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let t0 = cycles();
     let n_in = v.len();
     let pool = cx.pool;
     let mut fwd = PktVec::new();
-    let mut dsts = [Ipv6Addr::UNSPECIFIED; VECTOR];
+    let dsts = &mut sc.dst6;
     for p in v.iter() {
         pool.prefetch(p);
     }
@@ -112,28 +112,36 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec) {
     }
     cx.count(Node::Ip6Input, n_in, cycles().wrapping_sub(t0));
     if !fwd.is_empty() {
-        forward(cx, &mut fwd, &dsts);
+        forward(cx, &mut fwd, sc);
     }
 }
 
 /// `flow-cache` + `forward`, as for IPv4.
-fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, dsts: &[Ipv6Addr; VECTOR]) {
+fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
+    let Scratch {
+        dst6: dsts,
+        miss6: miss_dst,
+        hits,
+        ids: miss_ids,
+        ..
+    } = sc;
     let t0 = cycles();
     let pool = cx.pool;
     let n = v.len();
     let guard = vrhost_fib::pin();
     let generation = cx.vr.fib6.generation() + cx.vr.neigh.generation() + 1;
-    let mut hits: [Option<(u16, [u8; 6])>; VECTOR] = [None; VECTOR];
-    let mut miss_dst = [Ipv6Addr::UNSPECIFIED; VECTOR];
-    let mut miss_ids: [Option<NhId>; VECTOR] = [None; VECTOR];
     let (use_fc, m) = cx.st.fc6.probe_vector(
         &dsts[..n],
         Ipv6Addr::to_bits,
         generation,
-        &mut hits,
-        &mut miss_dst,
+        hits,
+        miss_dst,
         cx.c,
     );
+    if !use_fc {
+        // The cache was bypassed and wrote no answers: none of the scratch's old ones count.
+        hits[..n].fill(None);
+    }
     let t1 = cycles();
     cx.count(Node::FlowCache, n, t1.wrapping_sub(t0));
     cx.vr

@@ -35,6 +35,10 @@ pub struct PacketStats {
     pub csum_completed: u64,
     /// Transmit system calls that failed for a reason other than a full queue.
     pub tx_errors: u64,
+    /// Frames collected for a deferred `sendmmsg` that the kernel refused when they were
+    /// sent (send buffer or device queue full): dropped here, where the data plane's
+    /// tx-full counter cannot see them.
+    pub tx_full: u64,
 }
 
 impl AddAssign for PacketStats {
@@ -45,6 +49,7 @@ impl AddAssign for PacketStats {
         self.oversize += o.oversize;
         self.csum_completed += o.csum_completed;
         self.tx_errors += o.tx_errors;
+        self.tx_full += o.tx_full;
     }
 }
 
@@ -61,6 +66,7 @@ pub(super) struct RxCounters {
 #[repr(align(64))]
 pub(super) struct TxCounters {
     pub(super) errors: Counter,
+    pub(super) full: Counter,
 }
 
 /// Running totals of the kernel's clear-on-read counters.
@@ -105,6 +111,7 @@ impl QueueCounters {
             oversize: self.rx.oversize.get(),
             csum_completed: self.rx.csum_completed.get(),
             tx_errors: self.tx.errors.get(),
+            tx_full: self.tx.full.get(),
         }
     }
 }

@@ -92,9 +92,9 @@ impl TxRing {
         unsafe { &*self.slot(i).add(STATUS).cast::<AtomicU32>() }
     }
 
-    /// Copy packets from the front of `pkts` into the ring while slots are free, free them,
-    /// and kick the kernel once.
-    pub(super) fn send(&mut self, fd: BorrowedFd<'_>, pool: &Pool, pkts: &mut PktVec) -> Sent {
+    /// Copy packets from the front of `pkts` into the ring while slots are free and free
+    /// them; [`TxRing::kick`] sends them.
+    pub(super) fn queue(&mut self, pool: &Pool, pkts: &mut PktVec) -> Sent {
         let mut taken = 0;
         let mut errors = 0;
         for p in pkts.iter() {
@@ -134,12 +134,15 @@ impl TxRing {
         for p in pkts.drain(..taken) {
             pool.free(p);
         }
-        // Kick even when nothing was taken: slots a failed kick left requested go out now.
-        if let Err(e) = sys::kick(fd)
-            && !is_full(e)
-        {
-            errors += 1;
-        }
         Sent { taken, errors }
+    }
+
+    /// Ask the kernel to send the slots requested so far (also those a failed kick left
+    /// requested); returns 1 if that failed for another reason than a full queue.
+    pub(super) fn kick(&mut self, fd: BorrowedFd<'_>) -> u64 {
+        match sys::kick(fd) {
+            Err(e) if !is_full(e) => 1,
+            _ => 0,
+        }
     }
 }

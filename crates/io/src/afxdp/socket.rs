@@ -41,6 +41,8 @@ pub(crate) struct Config {
     /// `Some(true)`: zero-copy or fail; `Some(false)`: copy; `None`: try zero-copy first.
     pub(crate) zero_copy: Option<bool>,
     pub(crate) need_wakeup: bool,
+    /// Preferred busy polling with this NAPI budget.
+    pub(crate) busy_poll: Option<u16>,
 }
 
 /// An AF_XDP socket bound to one queue of one interface.
@@ -176,6 +178,46 @@ fn setsockopt<T>(fd: BorrowedFd<'_>, opt: libc::c_int, v: &T) -> io::Result<()> 
     } else {
         Ok(())
     }
+}
+
+/// `SO_PREFER_BUSY_POLL` (include/uapi/asm-generic/socket.h, Linux 5.11+).
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+/// `SO_BUSY_POLL_BUDGET` (Linux 5.11+).
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+/// Microseconds one blocking busy poll may spin (`SO_BUSY_POLL`). vrhost's polls do not
+/// block, so any value above 0 only switches busy polling on for the socket.
+const BUSY_POLL_USECS: libc::c_int = 20;
+
+/// Switch preferred busy polling on for a socket, with `budget` frames per NAPI poll.
+fn busy_poll(fd: BorrowedFd<'_>, budget: u16) -> Result<(), (&'static str, io::Error)> {
+    let set = |opt, v: libc::c_int, call| {
+        // SAFETY: `v` is a live c_int of the size passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            Err((call, io::Error::last_os_error()))
+        } else {
+            Ok(())
+        }
+    };
+    set(
+        libc::SO_BUSY_POLL,
+        BUSY_POLL_USECS,
+        "setsockopt(SO_BUSY_POLL)",
+    )?;
+    set(SO_PREFER_BUSY_POLL, 1, "setsockopt(SO_PREFER_BUSY_POLL)")?;
+    set(
+        SO_BUSY_POLL_BUDGET,
+        libc::c_int::from(budget),
+        "setsockopt(SO_BUSY_POLL_BUDGET)",
+    )
 }
 
 fn getsockopt<T>(fd: BorrowedFd<'_>, opt: libc::c_int, v: &mut T) -> io::Result<()> {
@@ -349,6 +391,10 @@ pub(crate) fn open(
         let _ = setsockopt(b, XDP_MAX_TX_SKB_BUDGET, &cfg.ring_size);
     }
 
+    if let Some(budget) = cfg.busy_poll {
+        busy_poll(b, budget).map_err(|(call, e)| err(call)(e))?;
+    }
+
     // SAFETY: plain integers; all-zero is valid.
     let mut off: libc::xdp_mmap_offsets = unsafe { core::mem::zeroed() };
     getsockopt(b, libc::XDP_MMAP_OFFSETS, &mut off).map_err(err("getsockopt(XDP_MMAP_OFFSETS)"))?;
@@ -377,7 +423,9 @@ pub(crate) fn open(
     });
     state.join(&xsk);
     drop(state);
-    let mut rxh = XskRx::new(xsk.clone(), rx, fill, need_wakeup);
+    // Copy-mode sockets have no NAPI id to busy-poll (see the `afxdp` module docs).
+    let busy = cfg.busy_poll.is_some() && mode == BindMode::ZeroCopy;
+    let mut rxh = XskRx::new(xsk.clone(), rx, fill, need_wakeup, busy);
     rxh.refill();
     let txh = XskTx::new(
         xsk.clone(),
