@@ -420,7 +420,7 @@ enum DutKind {
         lab: Box<LiveLab>,
         weights: Vec<f64>,
         size: Size,
-        last: Option<TrialResult>,
+        last: Option<Box<TrialResult>>,
     },
 }
 
@@ -562,7 +562,7 @@ impl Measurer for Dut {
                 let t = m
                     .trial(load, duration)
                     .map_err(|e| DutError(anyhow::anyhow!("{e}")))?;
-                *last = m.last.take();
+                *last = m.last.take().map(Box::new);
                 Ok(t)
             }
         }
