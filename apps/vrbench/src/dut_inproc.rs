@@ -313,20 +313,28 @@ impl InprocDut {
         self.cmd
             .send(Cmd::Run(stop.clone()))
             .context("the DUT worker thread is gone")?;
-        let pinned = core_affinity::set_for_current(core_affinity::CoreId {
-            id: self.spec.tester_core,
-        });
-        let _ = pinned;
-        realtime(true);
-        let t0 = Instant::now();
-        while t0.elapsed() < duration {
-            self.tester_gen.step();
-            self.sink.poll();
-        }
-        let sent_for = t0.elapsed();
-        // Drain: everything in flight either arrives or was dropped by the DUT.
-        self.sink.drain(self.spec.drain, Duration::from_secs(2));
-        realtime(false);
+        // The tester runs on a thread of its own, pinned and real-time for the trial only:
+        // the caller's affinity and policy stay as they were (processes it starts later,
+        // such as a lab's vrhost daemon, inherit them).
+        let (tester_gen, sink) = (&mut self.tester_gen, &mut self.sink);
+        let (core, drain) = (self.spec.tester_core, self.spec.drain);
+        let sent_for = std::thread::scope(|sc| {
+            sc.spawn(move || {
+                core_affinity::set_for_current(core_affinity::CoreId { id: core });
+                realtime(true);
+                let t0 = Instant::now();
+                while t0.elapsed() < duration {
+                    tester_gen.step();
+                    sink.poll();
+                }
+                let sent_for = t0.elapsed();
+                // Drain: everything in flight either arrives or was dropped by the DUT.
+                sink.drain(drain, Duration::from_secs(2));
+                sent_for
+            })
+            .join()
+        })
+        .map_err(|_| anyhow::anyhow!("the tester thread panicked"))?;
         stop.store(true, Ordering::Relaxed);
         self.done.recv().context("the DUT worker thread is gone")?;
         let g = self.tester_gen.stats();

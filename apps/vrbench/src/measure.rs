@@ -312,6 +312,21 @@ pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
     run(&a)
 }
 
+/// Give the calling thread every CPU and the ordinary scheduling policy again.
+fn ordinary_thread() {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; sched_setaffinity and
+    // sched_setscheduler act on the calling thread (0) with pointers to live locals.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_OTHER, &param);
+    }
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -388,12 +403,6 @@ fn check(a: &Args) -> anyhow::Result<()> {
             crate::fwd::daemon::find_binary(a.vrhost.as_deref())
                 .context("the vrhost profiles run the vrhost daemon: build it or pass --vrhost")?;
         }
-        if a.duts.contains(&Profile::Kernel) && a.tests.contains(&Test::Workpoints) {
-            bail!(
-                "--duts kernel has one VR, so it has no work points: use kernel-macvlan or \
-                 kernel-bridge for workpoints"
-            );
-        }
     }
     let cores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
     for (c, what) in [(a.dut_core, "--dut-core"), (a.tester_core, "--tester-core")] {
@@ -453,6 +462,9 @@ impl Dut {
                 drain: Duration::from_millis(20),
             })?)),
             Some(lp) => {
+                // Earlier trials pinned this thread to the generator's core and made it
+                // real-time; the lab's processes (the vrhost daemon) would inherit that.
+                ordinary_thread();
                 let bin = if p.is_vrhost_lab() {
                     Some(crate::fwd::daemon::find_binary(a.vrhost.as_deref())?)
                 } else {
@@ -893,6 +905,14 @@ fn measure_all(
             Test::Workpoints => {
                 // Work points need N VRs: a DUT of their own per profile.
                 for p in &a.duts {
+                    if *p == Profile::Kernel {
+                        rec.notes.push(
+                            "kernel: one routing table, so no work points (kernel-macvlan and \
+                             kernel-bridge are the kernel's multi-VR set-ups)"
+                                .into(),
+                        );
+                        continue;
+                    }
                     let mut d = Dut::open(*p, a, a.workpoint_vrs, stop.clone())?;
                     let mut short = mlr.clone();
                     short.goals.truncate(1); // NDR only
@@ -976,14 +996,20 @@ fn measure_all(
             }
             Test::Isolation => {
                 for p in &a.duts {
+                    if *p == Profile::Kernel {
+                        rec.notes
+                            .push("kernel: one routing table, so no isolation test".into());
+                        continue;
+                    }
                     let mut d = Dut::open(*p, a, 2, stop.clone())?;
                     let n = ndr[p.name()];
-                    // VR1 at 3× the NDR, VR2 at 0.3× of it.
-                    d.set_shares(&[3.0, 0.3])?;
+                    // VR1 at 3× the NDR, VR2 at 0.3× of it — VR1 less if the tester cannot
+                    // offer the sum (the record says what was offered).
+                    let total = (3.3 * n).min(a.max_mpps * 1e6);
+                    let (v1, v2) = (total - 0.3 * n, 0.3 * n);
+                    d.set_shares(&[v1, v2])?;
                     progress.set_stage(&format!("{} isolation", d.name));
-                    let t = progress
-                        .wrap(&mut d)
-                        .trial(3.3 * n, secs(a.point_seconds))?;
+                    let t = progress.wrap(&mut d).trial(total, secs(a.point_seconds))?;
                     let per = d.per_vr();
                     let mut m = Measurement::new(
                         &format!("isolation/{}B VR2 delivered", a.frame_size),
@@ -993,8 +1019,8 @@ fn measure_all(
                     let (s2, r2) = per[1];
                     m.value = Some(if s2 == 0 { 0.0 } else { r2 as f64 / s2 as f64 });
                     m.detail = serde_json::json!({
-                        "vr1": {"offered_fps": 3.0 * n, "sent": per[0].0, "received": per[0].1},
-                        "vr2": {"offered_fps": 0.3 * n, "sent": per[1].0, "received": per[1].1},
+                        "vr1": {"offered_fps": v1, "x_ndr": v1 / n, "sent": per[0].0, "received": per[0].1},
+                        "vr2": {"offered_fps": v2, "x_ndr": 0.3, "sent": per[1].0, "received": per[1].1},
                     });
                     m.trials = vec![t];
                     rec.measurements.push(m);

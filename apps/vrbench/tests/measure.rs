@@ -37,7 +37,7 @@ fn quick_writes_a_record_a_report_and_plots() {
     // A data plane on one core forwards well over 100 kpps even on a busy host.
     assert!(ndr > 100_000.0, "NDR {ndr}");
     let trials = find("mlr/64B/NDR")["trials"].as_array().unwrap();
-    assert!(trials.len() >= 2, "the search ran trials");
+    assert!(!trials.is_empty(), "the search ran trials");
     for t in trials {
         let (sent, rx) = (t["sent"].as_u64().unwrap(), t["received"].as_u64().unwrap());
         assert!(rx <= sent, "received {rx} > sent {sent}");
