@@ -30,6 +30,10 @@ use super::lent::Lent;
 use super::ring::{Consumer, Desc, Producer};
 use super::socket::Xsk;
 
+/// Frames waiting on the tx ring that make `tx_burst` kick at once instead of leaving it
+/// to the flush: a full vector.
+const KICK_AT: u32 = vrhost_dataplane::VECTOR as u32;
+
 /// How long dropping a transmit half waits for frames in flight to complete.
 const TX_DRAIN: Duration = Duration::from_millis(50);
 
@@ -328,6 +332,12 @@ impl TxQueue for XskTx {
         }
         if k > 0 {
             self.tx.submit(k);
+            // A full vector's worth waiting: send it now rather than at the flush (one VR's
+            // full vectors: a `sendto` of 512 frames at the end of the poll measured ~8 %
+            // slower than two of 256 as they came).
+            if self.tx.pending() >= KICK_AT {
+                self.kick();
+            }
         }
         n as usize
     }
