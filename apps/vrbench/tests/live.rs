@@ -110,7 +110,11 @@ fn lossless_trial(tag: &str, args: &[&str], rate_pps: f64) -> Value {
     let mut per_stream_sent = 0;
     for s in r["streams"].as_array().unwrap() {
         assert_eq!(n(&s["received"]), n(&s["sent"]), "stream: {s:#}");
-        assert_eq!((n(&s["duplicated"]), n(&s["reordered"])), (0, 0), "{s:#}");
+        assert_eq!(n(&s["duplicated"]), 0, "{s:#}");
+        // The kernel's veth and bridge path can run a hop's receive work on either CPU, so a
+        // few frames of a stream may really be reordered there (seen in CI: 2 of 20,000);
+        // more than 0.1 % would be the sink's mistake.
+        assert!(n(&s["reordered"]) * 1000 <= n(&s["received"]), "{s:#}");
         assert_eq!(n(&s["lost"]), 0);
         let lat = &s["latency"];
         assert_eq!(n(&lat["samples"]), n(&s["received"]));
