@@ -360,8 +360,15 @@ fn on_demand_scaling_starts_on_one_worker_and_forwards_everything() {
         assert_eq!(ping(&lab, vr, &b, 5, "0.05"), (5, 5), "vr{vr}");
         assert!(iperf(&lab, vr, 1) > 1_000_000, "vr{vr}");
     }
+    // iperf's TCP fills the path until it loses frames at the bottleneck, a VR's ingress
+    // ring (more so while the scaler brings the second worker in): those drops are TCP's
+    // congestion signal. Anything else dropped is a failure; the pings above lost nothing.
     for vr in ["vr0", "vr1"] {
         let s = d.vr(vr);
-        assert_eq!(s["drops"], 0, "{s}");
+        let reasons = s["drop_reasons"].as_object().cloned().unwrap_or_default();
+        assert!(
+            reasons.keys().all(|k| k == "vr-ingress-full"),
+            "{vr} dropped for other reasons: {s}"
+        );
     }
 }
