@@ -281,12 +281,7 @@ impl InprocDut {
     /// One trial at `load` frames/s in total.
     pub(crate) fn run(&mut self, load: f64, duration: Duration) -> anyhow::Result<Trial> {
         for (i, &id) in self.ids.iter().enumerate() {
-            let r = load * self.shares[i];
-            let rate = if r > 0.0 {
-                Rate::Pps(r)
-            } else {
-                Rate::Pps(0.0)
-            };
+            let rate = Rate::Pps((load * self.shares[i]).max(0.0));
             self.tester_gen.set_rate(id, rate)?;
         }
         // A trial the tester fell more than 1 % short in (the OS took its core: the pacer
@@ -364,7 +359,7 @@ impl InprocDut {
             t.latency = LatencySummary::from_histogram(&h);
         }
         if g.missed() > 0 {
-            tracing_missed(g.missed(), load);
+            warn_missed(g.missed(), load);
         }
         self.last_sent = self
             .ids
@@ -392,7 +387,7 @@ impl InprocDut {
     }
 }
 
-fn tracing_missed(missed: u64, load: f64) {
+fn warn_missed(missed: u64, load: f64) {
     eprintln!(
         "vrbench: the tester could not keep up at {:.3} Mpps ({missed} frames missed); the \
          trial's sent count is what it did send",
