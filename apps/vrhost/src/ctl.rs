@@ -8,13 +8,24 @@
 //! (its namespace's name, for `vrhost ctl exec`, which runs the command itself so that it
 //! keeps the caller's terminal).
 //!
-//! Why this shape: the daemon's control thread serves it between punt/inject polls without
-//! a runtime or another thread; scripts can speak it with `socat`, and `vrhost ctl` prints
-//! the same replies as tables (or raw with `--json`).
+//! Why this shape: scripts can speak it with `socat`, and `vrhost ctl` prints the same
+//! replies as tables (or raw with `--json`).
+//!
+//! Threads: the daemon's control thread also runs the punt/inject loop, so it must never
+//! wait on a client. Accepting, reading the request line and writing the reply happen on
+//! this module's own threads (an acceptor, and one short-lived thread per connection, at
+//! most [`MAX_CLIENTS`] at once); the control thread only picks parsed requests off a
+//! channel ([`Server::next`]) and hands back a reply value. A client that connects and says
+//! nothing, reads its reply slowly, or asks for a 100,000-route table therefore costs the
+//! punt path nothing but building the reply value.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -23,10 +34,21 @@ use serde_json::{Value, json};
 /// Where the daemon listens unless told otherwise.
 pub(crate) const DEFAULT_SOCKET: &str = "/run/vrhost/vrhost.sock";
 
-/// The listening side, non-blocking.
+/// Connections served at once; more are answered "busy" straight away.
+pub(crate) const MAX_CLIENTS: usize = 16;
+
+/// How long a client may take to send its request line.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a connection waits for the daemon's reply before giving up on it.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The listening side: requests arrive parsed on a channel.
 #[derive(Debug)]
 pub(crate) struct Server {
-    listener: UnixListener,
+    requests: Receiver<Request>,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
     path: PathBuf,
 }
 
@@ -50,43 +72,113 @@ impl Server {
         let listener =
             UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
         listener.set_nonblocking(true)?;
+        let (tx, requests) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let acceptor = std::thread::Builder::new()
+            .name("vrhost-ctl".into())
+            .spawn({
+                let stop = stop.clone();
+                move || accept_loop(&listener, &tx, &stop)
+            })
+            .context("starting the control socket's thread")?;
         Ok(Server {
-            listener,
+            requests,
+            stop,
+            acceptor: Some(acceptor),
             path: path.to_path_buf(),
         })
     }
 
-    /// The next waiting request, if any. Malformed requests are answered here and skipped.
+    /// The next waiting request, if any (never blocks). Malformed requests never get here:
+    /// their connection thread answered them.
     pub(crate) fn next(&self) -> Option<Request> {
-        loop {
-            let (stream, _) = self.listener.accept().ok()?;
-            let _ = stream.set_nonblocking(false);
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut line = String::new();
-            let err = match BufReader::new(&stream).read_line(&mut line) {
-                Ok(_) => match serde_json::from_str::<Value>(&line) {
-                    Ok(v) => match v.get("cmd").and_then(Value::as_str) {
-                        Some(cmd) => {
-                            return Some(Request {
-                                cmd: cmd.to_string(),
-                                args: v.clone(),
-                                stream,
-                            });
-                        }
-                        None => "request has no \"cmd\"".to_string(),
-                    },
-                    Err(e) => format!("bad request: {e}"),
-                },
-                Err(e) => format!("reading request: {e}"),
-            };
-            Request {
-                cmd: String::new(),
-                args: Value::Null,
-                stream,
+        self.requests.try_recv().ok()
+    }
+}
+
+/// Accept until `stop`; each connection gets its own thread, up to [`MAX_CLIENTS`].
+fn accept_loop(listener: &UnixListener, tx: &Sender<Request>, stop: &AtomicBool) {
+    let busy = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::Relaxed) {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
             }
-            .respond(&json!({"ok": false, "error": err}));
+            Err(e) => {
+                tracing::warn!("control socket: accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let _ = stream.set_nonblocking(false);
+        if busy.load(Ordering::Relaxed) >= MAX_CLIENTS {
+            reply(
+                &stream,
+                &json!({"ok": false, "error": format!("busy: {MAX_CLIENTS} requests in progress, try again")}),
+            );
+            continue;
+        }
+        busy.fetch_add(1, Ordering::Relaxed);
+        let (tx, busy2) = (tx.clone(), busy.clone());
+        let spawned = std::thread::Builder::new()
+            .name("vrhost-ctl-conn".into())
+            .spawn(move || {
+                serve_one(stream, &tx);
+                busy2.fetch_sub(1, Ordering::Relaxed);
+            });
+        if let Err(e) = spawned {
+            busy.fetch_sub(1, Ordering::Relaxed);
+            tracing::warn!("control socket: no thread for a client: {e}");
         }
     }
+}
+
+/// One connection: read its request line, pass it to the daemon, write the reply.
+fn serve_one(stream: UnixStream, tx: &Sender<Request>) {
+    let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
+    let mut line = String::new();
+    let parsed = match BufReader::new(&stream).read_line(&mut line) {
+        Ok(_) => match serde_json::from_str::<Value>(&line) {
+            Ok(v) => match v.get("cmd").and_then(Value::as_str) {
+                Some(cmd) => Ok((cmd.to_string(), v.clone())),
+                None => Err("request has no \"cmd\"".to_string()),
+            },
+            Err(e) => Err(format!("bad request: {e}")),
+        },
+        Err(e) => Err(format!("reading request: {e}")),
+    };
+    let (cmd, args) = match parsed {
+        Ok(x) => x,
+        Err(error) => return reply(&stream, &json!({"ok": false, "error": error})),
+    };
+    let (rtx, rrx) = mpsc::channel();
+    if tx
+        .send(Request {
+            cmd,
+            args,
+            reply: rtx,
+        })
+        .is_err()
+    {
+        return reply(
+            &stream,
+            &json!({"ok": false, "error": "vrhost is stopping"}),
+        );
+    }
+    let v = rrx.recv_timeout(REPLY_TIMEOUT).unwrap_or_else(|e| {
+        json!({"ok": false, "error": match e {
+            mpsc::RecvTimeoutError::Timeout => "vrhost did not answer in time",
+            mpsc::RecvTimeoutError::Disconnected => "vrhost is stopping",
+        }})
+    });
+    reply(&stream, &v);
+}
+
+/// Write one reply line (the client may have gone; that is not our problem).
+fn reply(mut w: &UnixStream, v: &Value) {
+    let _ = writeln!(w, "{v}");
 }
 
 /// One request from a client.
@@ -96,19 +188,22 @@ pub(crate) struct Request {
     pub(crate) cmd: String,
     /// The whole request (its arguments are fields beside `cmd`).
     pub(crate) args: Value,
-    stream: UnixStream,
+    reply: Sender<Value>,
 }
 
 impl Request {
-    /// Send the reply (the client may have gone; that is not our problem).
-    pub(crate) fn respond(self, reply: &Value) {
-        let mut w = &self.stream;
-        let _ = writeln!(w, "{reply}");
+    /// Hand the reply to the connection's thread, which writes it.
+    pub(crate) fn respond(self, reply: Value) {
+        let _ = self.reply.send(reply);
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.acceptor.take() {
+            let _ = t.join();
+        }
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -342,4 +437,116 @@ fn print_show(v: &Value) -> anyhow::Result<()> {
         println!("  problem: {}", s(p));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::time::Instant;
+
+    use super::*;
+
+    fn socket(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("vrhost-ctl-{name}-{}.sock", std::process::id()))
+    }
+
+    /// Serve requests on this thread until `f` has run for `n` of them.
+    fn serve(server: &Server, n: usize, mut f: impl FnMut(Request)) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut done = 0;
+        while done < n {
+            assert!(Instant::now() < deadline, "no request arrived");
+            match server.next() {
+                Some(r) => {
+                    f(r);
+                    done += 1;
+                }
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    }
+
+    fn raw(path: &Path, line: &str) -> Value {
+        let mut s = UnixStream::connect(path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.write_all(line.as_bytes()).unwrap();
+        let mut reply = String::new();
+        BufReader::new(&s).read_line(&mut reply).unwrap();
+        serde_json::from_str(&reply).unwrap()
+    }
+
+    #[test]
+    fn a_silent_client_does_not_hold_up_the_next_one() {
+        let path = socket("silent");
+        let server = Server::bind(&path).unwrap();
+        // Connected first, never sends a line: the old single-threaded server read it for
+        // two seconds before looking at anyone else.
+        let mut silent = UnixStream::connect(&path).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let client = {
+            let path = path.clone();
+            std::thread::spawn(move || request(&path, "status", json!({"verbose": true})))
+        };
+        serve(&server, 1, |r| {
+            assert_eq!(r.cmd, "status");
+            assert_eq!(r.args["verbose"], true);
+            r.respond(json!({"ok": true, "answer": 42}));
+        });
+        let got = client.join().unwrap().unwrap();
+        assert_eq!(got["answer"], 42);
+        // The silent client was served nothing yet: its connection is still waiting.
+        silent.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 64];
+        let e = silent.read(&mut buf).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn bad_requests_are_answered_with_what_was_wrong_and_serving_goes_on() {
+        let path = socket("bad");
+        let server = Server::bind(&path).unwrap();
+        let v = raw(&path, "this is not json\n");
+        assert_eq!(v["ok"], false);
+        assert!(
+            v["error"].as_str().unwrap().starts_with("bad request"),
+            "{v}"
+        );
+        let v = raw(&path, "{\"vr\": \"blue\"}\n");
+        assert_eq!(v["error"], "request has no \"cmd\"");
+        // None of that reached the daemon side; a good request still does.
+        assert!(server.next().is_none());
+        let client = {
+            let path = path.clone();
+            std::thread::spawn(move || raw(&path, "{\"cmd\": \"vrs\"}\n"))
+        };
+        serve(&server, 1, |r| r.respond(json!({"ok": true, "vrs": []})));
+        assert_eq!(client.join().unwrap()["vrs"], json!([]));
+    }
+
+    #[test]
+    fn a_request_dropped_unanswered_tells_the_client() {
+        let path = socket("dropped");
+        let server = Server::bind(&path).unwrap();
+        let client = {
+            let path = path.clone();
+            std::thread::spawn(move || raw(&path, "{\"cmd\": \"status\"}\n"))
+        };
+        serve(&server, 1, drop);
+        assert_eq!(client.join().unwrap()["error"], "vrhost is stopping");
+    }
+
+    #[test]
+    fn a_second_daemon_on_the_same_socket_is_refused_and_a_stale_file_replaced() {
+        let path = socket("twice");
+        let first = Server::bind(&path).unwrap();
+        let e = Server::bind(&path).unwrap_err().to_string();
+        assert!(e.contains("another vrhost is running"), "{e}");
+        drop(first);
+        assert!(!path.exists(), "the socket file is removed on drop");
+        // A file left behind by a crash (nothing listening) is replaced.
+        let stale = UnixListener::bind(&path).unwrap();
+        drop(stale);
+        assert!(path.exists());
+        let _again = Server::bind(&path).unwrap();
+    }
 }

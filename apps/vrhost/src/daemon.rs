@@ -4,7 +4,8 @@
 //! Threads: one forwarding worker per configured core (each polls queue `w` of every port
 //! and owns tx queue `w` of every port, so no queue is shared), and this thread, which does
 //! everything else. Because every change goes through this one thread, reloads, `ctl`
-//! requests and the punt loop never race each other; the workers see changes through the
+//! requests and the punt loop never race each other (the control socket's own threads only
+//! read requests and write replies, see `ctl.rs`); the workers see changes through the
 //! data plane's published snapshots without stopping.
 //!
 //! Stopping: SIGTERM/SIGINT set a flag; the loop exits, workers are joined, then ports are
@@ -225,7 +226,7 @@ impl Daemon {
             let mut requests = 0;
             while let Some(req) = self.ctl.next() {
                 let reply = self.handle(&req.cmd, &req.args);
-                req.respond(&reply);
+                req.respond(reply);
                 requests += 1;
             }
             let moved = self.control.poll();
