@@ -29,6 +29,7 @@ use vrhost_control::sync::SyncOptions;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
 use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Watchdog};
+use vrhost_io::sched::{self, Policy};
 use vrhost_fib::NextHop;
 
 use crate::ctl;
@@ -179,10 +180,15 @@ impl Daemon {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::new();
+        let policy = match *cfg.dataplane.realtime_priority.get_ref() {
+            0 => Policy::Ordinary,
+            n => Policy::Fifo(u8::try_from(n).context("realtime_priority")?),
+        };
         for (w, (r, t)) in rx.into_iter().zip(tx).enumerate() {
             let mut worker = dp.worker(w, r, t)?;
             let core = cfg.dataplane.cores.get_ref()[w];
-            let stop = stop.clone();
+            let (ready, started) = std::sync::mpsc::channel();
+            let worker_stop = stop.clone();
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("vrhost-w{w}"))
@@ -190,10 +196,29 @@ impl Daemon {
                         if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
                             warn!("worker {w}: could not pin to core {core}");
                         }
-                        worker.run(&stop);
+                        let set = sched::set_policy(policy);
+                        let ok = set.is_ok();
+                        let _ = ready.send(set);
+                        if ok {
+                            worker.run(&worker_stop);
+                        }
                     })?,
             );
-            info!("worker {w} on core {core}");
+            if let Err(e) = started.recv().unwrap_or_else(|_| Err(std::io::ErrorKind::Other.into())) {
+                stop.store(true, Ordering::Relaxed);
+                for h in handles {
+                    let _ = h.join();
+                }
+                anyhow::bail!(
+                    "[dataplane] realtime_priority = {}: worker {w} could not be made SCHED_FIFO: {e} \
+                     (needs root or CAP_SYS_NICE; 0 runs ordinary workers)",
+                    cfg.dataplane.realtime_priority.get_ref()
+                );
+            }
+            match policy {
+                Policy::Ordinary => info!("worker {w} on core {core}"),
+                Policy::Fifo(p) => info!("worker {w} on core {core}, SCHED_FIFO priority {p}"),
+            }
         }
         Ok(Daemon {
             cfg,
@@ -695,6 +720,7 @@ impl Daemon {
         json!({
             "ok": true, "ports": ports, "vrs": vrs, "workers": workers,
             "fairness": self.dp.fairness().name(),
+            "realtime_priority": self.cfg.dataplane.realtime_priority.get_ref(),
             "active_workers": self.dp.active_workers(),
             "polls": polls, "idle_polls": idle,
         })

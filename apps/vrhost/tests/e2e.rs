@@ -59,6 +59,24 @@ fn ping_and_tcp_through_a_vr_over_af_packet() {
     forwards("afpacket");
 }
 
+/// (policy, real-time priority) of the thread called `name` in process `pid`, from
+/// `/proc/PID/task/TID/stat` (fields 41 and 40, counted after the command's parentheses).
+fn thread_policy(pid: u32, name: &str) -> (u64, u64) {
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = t.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+        // Fields after "(comm) ": the first is field 3 (state).
+        let rest: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+        let field = |n: usize| rest[n - 3].parse::<u64>().unwrap();
+        return (field(41), field(40));
+    }
+    panic!("no thread {name} in process {pid}");
+}
+
 #[test]
 fn two_workers_on_two_queue_ports() {
     if !require_root("vrhost end-to-end test") {
@@ -66,8 +84,17 @@ fn two_workers_on_two_queue_ports() {
     }
     let lab = Lab::up(&LabSpec::unique("e2e").vrs(2).queues(2)).unwrap();
     let mut text = config(&lab, "afxdp", &[0, 1]);
-    text = text.replace("cores = [0]", "cores = [0, 1]");
+    // Real-time workers, as on a host whose cores are shared with other work.
+    text = text.replace("cores = [0]", "cores = [0, 1]\nrealtime_priority = 2");
     let d = Daemon::start(&lab, &text);
+    assert_eq!(d.status()["realtime_priority"], 2);
+    for w in ["vrhost-w0", "vrhost-w1"] {
+        assert_eq!(
+            thread_policy(d.child.id(), w),
+            (1, 2),
+            "{w}: SCHED_FIFO (1) at priority 2"
+        );
+    }
     // Two VRs (one per worker, placed by load), many TCP flows' worth of packets over both
     // queues of each port.
     for vr in 0..2 {

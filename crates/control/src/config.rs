@@ -15,6 +15,7 @@
 //! scaling = "fixed"            # fixed | on-demand (forward on as few of the cores as needed)
 //! watchdog_us = 2000           # a VR's vector may hold its core this long…
 //! watchdog_strikes = 3         # …offending this often in 32 vectors quarantines the VR
+//! realtime_priority = 0        # 1..=99: workers run SCHED_FIFO at it; 0: ordinary threads
 //!
 //! [[port]]
 //! name = "p0"
@@ -143,10 +144,19 @@ pub struct DataplaneSection {
     /// Watchdog: offences among a VR's last 32 vectors that quarantine it.
     #[serde(default = "default_strikes")]
     pub watchdog_strikes: Spanned<i64>,
+    /// Workers' `SCHED_FIFO` priority, 1..=99; 0 (the default) leaves them ordinary threads.
+    /// Why and what it costs: `vrhost_io::sched`. Use it when the workers' cores are shared
+    /// with other work (the host's applications, builds): an ordinary worker waits for a
+    /// time slice each time it wakes, and its NIC ring overflows meanwhile.
+    #[serde(default = "default_realtime")]
+    pub realtime_priority: Spanned<i64>,
 }
 
 fn default_watchdog_us() -> Spanned<i64> {
     Spanned::new(0..0, 2000)
+}
+fn default_realtime() -> Spanned<i64> {
+    Spanned::new(0..0, 0)
 }
 fn default_strikes() -> Spanned<i64> {
     Spanned::new(0..0, 3)
@@ -165,6 +175,7 @@ impl Default for DataplaneSection {
             scaling: ScalingSpec::default(),
             watchdog_us: default_watchdog_us(),
             watchdog_strikes: default_strikes(),
+            realtime_priority: default_realtime(),
         }
     }
 }
@@ -600,6 +611,17 @@ impl Config {
                 format!("{} not in 1..=32", st.get_ref()),
             ));
         }
+        let rt = &self.dataplane.realtime_priority;
+        if !(0..=99).contains(rt.get_ref()) {
+            return Err(self.err(
+                rt,
+                "dataplane.realtime_priority",
+                format!(
+                    "{} not in 0..=99 (0: ordinary threads; 1..=99: SCHED_FIFO priority)",
+                    rt.get_ref()
+                ),
+            ));
+        }
         let prefix = &self.control.netns_prefix;
         if prefix.contains('/') || prefix.len() > 32 {
             return Err(self.error_at(
@@ -984,6 +1006,8 @@ impl Config {
             Some("[[port]] sections changed")
         } else if a.cores != b.cores || a.pool != b.pool {
             Some("[dataplane] cores or pool changed")
+        } else if a.realtime_priority != b.realtime_priority {
+            Some("[dataplane] realtime_priority changed")
         } else if self.control != next.control {
             Some("[control] changed")
         } else {

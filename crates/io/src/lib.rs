@@ -8,6 +8,7 @@
 //!   and pool), with the steering XDP program loaded and attached by vrhost.
 //! - [`afpacket`]: TPACKET_V3 rings on any interface; the fallback when XDP is unavailable.
 //! - [`tap`]: a tap device per VIF for the punt/inject path of a VR's control plane.
+//! - [`sched`]: `SCHED_FIFO` for workers and testers (why, and what it costs the host).
 //! - [`bpf`]: the bpf(2) calls (maps, hand-assembled programs, links, test runs) behind
 //!   the AF_XDP steering program, also used by vrbench's generator and sink.
 //!
@@ -17,4 +18,5 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod bpf;
+pub mod sched;
 pub mod tap;

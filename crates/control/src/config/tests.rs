@@ -174,6 +174,29 @@ fn bad_values_are_refused_with_their_field() {
 }
 
 #[test]
+fn a_realtime_priority_outside_0_to_99_is_refused_on_its_line() {
+    for bad in ["100", "-1"] {
+        let text = with(VR).replace(
+            "cores = [0]",
+            &format!("cores = [0]\nrealtime_priority = {bad}"),
+        );
+        let e = err(&text);
+        assert_eq!(e.field, "dataplane.realtime_priority", "{e}");
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("not in 0..=99"), "{e}");
+    }
+    let text = with(VR).replace("cores = [0]", "cores = [0]\nrealtime_priority = 10");
+    let c = Config::parse("t.toml", &text).unwrap();
+    assert_eq!(*c.dataplane.realtime_priority.get_ref(), 10);
+    // Changing it needs a restart (workers are started with it), and a reload says so.
+    let d = Config::parse("t.toml", &with(VR)).unwrap();
+    assert_eq!(
+        d.restart_needed(&c),
+        Some("[dataplane] realtime_priority changed")
+    );
+}
+
+#[test]
 fn fairness_fields_are_planned_and_bad_ones_name_the_vr() {
     let text = with(&VR.replace(
         "weight = 2",
@@ -195,6 +218,7 @@ fn fairness_fields_are_planned_and_bad_ones_name_the_vr() {
     let d = Config::parse("t.toml", &with(VR)).unwrap();
     assert_eq!(d.dataplane.fairness, FairnessSpec::Packets);
     assert_eq!(*d.dataplane.watchdog_us.get_ref(), 2000);
+    assert_eq!(*d.dataplane.realtime_priority.get_ref(), 0);
     let p = &d.plans()[0];
     assert_eq!((p.worker, p.policer_pps, p.policer_bps), (None, None, None));
 
