@@ -169,6 +169,7 @@ pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Sect
         routes: Some(a.routes),
         queue_per_vr: true,
         cores: a.cores.clone(),
+        realtime: a.realtime,
         rx_ring: RX_RING,
         ..InArgs::default()
     };
@@ -196,8 +197,8 @@ pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Sect
     let app = App::start(&cores)?;
     std::thread::sleep(Duration::from_millis(200));
     let mut md = format!(
-        "### Tanyingyong Fig. 7 — an application beside forwarding (`vrbench fair app --routes {} --window {} --rounds {}`)\n\n\
-         Two workers pinned to cores {cores:?}, four VRs with a generator queue each (NIC rings \
+        "### Tanyingyong Fig. 7 — an application beside forwarding (`{}`)\n\n\
+         Two workers pinned to cores {cores:?}{}, four VRs with a generator queue each (NIC rings \
          of {RX_RING} frames); C1 (one worker, all VRs backlogged) = **{c1:.2} Mpps**. The \
          application: a thread pinned to each of the same cores running an integer kernel at \
          nice {APP_NICE}. Case 1: one worker forwards everything (the other backs off to \
@@ -207,7 +208,10 @@ pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Sect
          medians).\n\n\
          | offered × C1 | offered Mpps | case 1: N | case 1: carried Mpps | case 1: lost | case 2: N | case 2: carried Mpps | case 2: lost | N1 ÷ N2 |\n\
          |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        a.routes, a.window, a.rounds, a.rounds
+        crate::fair::command(a, "app"),
+        a.realtime
+            .map_or(String::new(), |p| format!(" (SCHED_FIFO priority {p})")),
+        a.rounds
     );
     let mut better_everywhere = true;
     let mut carried_ok = true;
@@ -269,10 +273,7 @@ pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Sect
            load).\n";
     Ok(Section {
         scenario: Which::App,
-        command: format!(
-            "vrbench fair app --routes {} --window {} --rounds {}",
-            a.routes, a.window, a.rounds
-        ),
+        command: crate::fair::command(a, "app"),
         markdown: md,
         targets: vec![
             Target {

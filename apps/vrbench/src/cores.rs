@@ -183,6 +183,7 @@ pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Sect
         routes: Some(a.routes),
         queue_per_vr: true,
         cores: a.cores.clone(),
+        realtime: a.realtime,
         rx_ring: RX_RING,
         ..InArgs::default()
     };
@@ -209,7 +210,7 @@ pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Sect
     );
     let step_secs = (4.0 * a.window).max(1.0);
     let mut md = format!(
-        "### On-demand forwarding cores (`vrbench fair cores --routes {} --window {}`)\n\n\
+        "### On-demand forwarding cores (`{}`)\n\n\
          Two workers on two cores, four VRs with a generator queue each (modelled NIC rings of \
          {RX_RING} frames). C1 (one worker, all four VRs backlogged) = **{c1:.2} Mpps**. \
          Offered load, equal over the VRs, in steps of {step_secs:.1} s; the profile runs \
@@ -221,7 +222,7 @@ pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Sect
          (a worker descheduled for longer than its rings last).\n\n\
          | step | offered × C1 | offered Mpps | fixed: carried Mpps | fixed: lost (NIC, data plane) | on-demand: carried Mpps | on-demand: workers | on-demand: changes | on-demand: lost (NIC, data plane) | reordered |\n\
          |---:|---:|---:|---:|---|---:|---|---|---|---:|\n",
-        a.routes, a.window
+        crate::fair::command(a, "cores")
     );
     dp.set_active_workers(2)?;
     let fixed = profile(&mut s, &dp, c1, step_secs, false)?;
@@ -277,10 +278,7 @@ pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Sect
     );
     Ok(Section {
         scenario: Which::Cores,
-        command: format!(
-            "vrbench fair cores --routes {} --window {}",
-            a.routes, a.window
-        ),
+        command: crate::fair::command(a, "cores"),
         markdown: md,
         targets: vec![
             Target {

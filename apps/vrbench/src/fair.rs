@@ -56,6 +56,10 @@ pub(crate) struct Args {
     /// Cores for the workers, comma-separated [default: as the OS lists them].
     #[arg(long, value_delimiter = ',')]
     pub(crate) cores: Vec<usize>,
+    /// Run the workers `SCHED_FIFO` at this priority (1..=99), as vrhost's
+    /// `[dataplane] realtime_priority` does [default: ordinary threads].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub(crate) realtime: Option<u8>,
     /// Print JSON instead of Markdown.
     #[arg(long)]
     json: bool,
@@ -216,6 +220,7 @@ impl Ctx<'_> {
             routes: Some(self.a.routes),
             queue_per_vr: true,
             cores: self.a.cores.clone(),
+            realtime: self.a.realtime,
             ..InArgs::default()
         };
         let mut sc = Scenario::from_args(&base, self.a.window);
@@ -297,11 +302,15 @@ pub(crate) fn print_targets(t: &[Target]) {
     println!();
 }
 
-fn command(a: &Args, w: &str) -> String {
-    format!(
+pub(crate) fn command(a: &Args, w: &str) -> String {
+    let mut c = format!(
         "vrbench fair {w} --routes {} --window {} --rounds {}",
         a.routes, a.window, a.rounds
-    )
+    );
+    if let Some(p) = a.realtime {
+        c += &format!(" --realtime {p}");
+    }
+    c
 }
 
 const U: Offer = Offer::Unlimited;
@@ -780,10 +789,13 @@ fn overhead(cx: &mut Ctx<'_>) -> anyhow::Result<Section> {
     // is lost; with many short ones the best of each mode is one nobody disturbed.
     let rounds = (a.rounds * 10).max(10);
     let secs = (a.window / 2.0).max(0.1);
-    let cmd = format!(
+    let mut cmd = format!(
         "vrbench fair overhead --window {} --rounds {}",
         a.window, a.rounds
     );
+    if let Some(p) = a.realtime {
+        cmd += &format!(" --realtime {p}");
+    }
     let mut md = format!(
         "### Scheduler cost (`{cmd}`)\n\n\
          The same data plane alternates between the round-robin scheduler it had before and \
@@ -800,6 +812,7 @@ fn overhead(cx: &mut Ctx<'_>) -> anyhow::Result<Section> {
     ] {
         let base = InArgs {
             cores: a.cores.clone(),
+            realtime: a.realtime,
             vrs,
             routes,
             ..InArgs::default()

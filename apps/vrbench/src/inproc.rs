@@ -113,6 +113,11 @@ pub(crate) struct Args {
     /// sets them per VR); without it every generator queue carries all of its worker's VRs.
     #[arg(long)]
     pub(crate) queue_per_vr: bool,
+    /// Run the workers `SCHED_FIFO` at this priority (1..=99), as vrhost's
+    /// `[dataplane] realtime_priority` does: on a shared host, other work on a worker's
+    /// core then cannot hold it off for a time slice [default: ordinary threads].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub(crate) realtime: Option<u8>,
     /// Run the target scenarios (one VR, flow cache, 100 VRs, two workers, overload)
     /// with windows alternating between them, and print each against its target; the suite
     /// sets --vrs, --workers, --rate and --gen-queues itself (and --routes for 100 VRs).
@@ -146,6 +151,7 @@ impl Default for Args {
             flow_cache: None,
             cores: Vec::new(),
             queue_per_vr: false,
+            realtime: None,
             suite: false,
             json: false,
         }
@@ -200,6 +206,8 @@ pub(crate) struct Scenario {
     pub(crate) cores: Vec<usize>,
     /// A generator queue per VR, offers per VR.
     pub(crate) queue_per_vr: bool,
+    /// Workers' `SCHED_FIFO` priority (`None`: ordinary threads).
+    pub(crate) realtime: Option<u8>,
     /// Share of each VR in a worker's generated traffic (default: equal).
     pub(crate) vr_mix: Option<Vec<f64>>,
 }
@@ -229,6 +237,7 @@ impl Scenario {
             flow_cache: a.flow_cache,
             cores: a.cores.clone(),
             queue_per_vr: a.queue_per_vr,
+            realtime: a.realtime,
             vr_mix: None,
         }
     }
@@ -268,6 +277,9 @@ impl Scenario {
         }
         if self.queue_per_vr {
             f += " --queue-per-vr";
+        }
+        if let Some(p) = self.realtime {
+            f += &format!(" --realtime {p}");
         }
         f += &format!(
             " --seconds {} --windows {} --seed {}",

@@ -29,8 +29,8 @@ use vrhost_control::sync::SyncOptions;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
 use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Watchdog};
-use vrhost_io::sched::{self, Policy};
 use vrhost_fib::NextHop;
+use vrhost_io::sched::{self, Policy};
 
 use crate::ctl;
 use crate::ports::OpenPort;
@@ -204,7 +204,10 @@ impl Daemon {
                         }
                     })?,
             );
-            if let Err(e) = started.recv().unwrap_or_else(|_| Err(std::io::ErrorKind::Other.into())) {
+            if let Err(e) = started
+                .recv()
+                .unwrap_or_else(|_| Err(std::io::ErrorKind::Other.into()))
+            {
                 stop.store(true, Ordering::Relaxed);
                 for h in handles {
                     let _ = h.join();

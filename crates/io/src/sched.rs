@@ -55,7 +55,9 @@ pub fn policy() -> io::Result<Policy> {
     if unsafe { libc::sched_getparam(0, &mut param) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(Policy::Fifo(u8::try_from(param.sched_priority).unwrap_or(0)))
+    Ok(Policy::Fifo(
+        u8::try_from(param.sched_priority).unwrap_or(0),
+    ))
 }
 
 /// Let the calling thread run on every CPU again (undoing a pin).

@@ -17,7 +17,9 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use anyhow::bail;
 use vrhost_dataplane::Worker;
+use vrhost_io::sched::{self, Policy};
 
 use super::report::{self, Report, Snap};
 use super::topo::{self, Built, Tables};
@@ -81,23 +83,44 @@ impl Session {
             let (tx, rx) = channel();
             cmd.push(tx);
             let (done, pin_tx, core) = (done_tx.clone(), pin_tx.clone(), cores[i]);
+            let policy = sc.realtime.map_or(Policy::Ordinary, Policy::Fifo);
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("worker-{i}"))
-                    .spawn(move || worker(i, w, core, rx, done, pin_tx))?,
+                    .spawn(move || worker(i, w, core, policy, rx, done, pin_tx))?,
             );
         }
         let mut pinned = vec![false; cores.len()];
+        let mut refused = None;
         for _ in 0..cores.len() {
-            let (i, ok) = pin_rx.recv()?;
+            let (i, ok, policy) = pin_rx.recv()?;
             pinned[i] = ok;
+            if let Err(e) = policy {
+                refused = Some(e);
+            }
+        }
+        if let Some(e) = refused {
+            for c in &cmd {
+                let _ = c.send(Cmd::Exit);
+            }
+            for t in threads {
+                let _ = t.join();
+            }
+            bail!(
+                "--realtime {}: the kernel refused SCHED_FIFO ({e}); run as root or without --realtime",
+                sc.realtime.unwrap_or(0)
+            );
         }
         let assignment = cores
             .iter()
             .zip(&pinned)
             .enumerate()
             .map(|(i, (c, p))| match (c, p) {
-                (Some(c), true) => format!("worker {i} → core {c} (pinned)"),
+                (Some(c), true) => format!(
+                    "worker {i} → core {c} (pinned{})",
+                    sc.realtime
+                        .map_or(String::new(), |p| format!(", SCHED_FIFO priority {p}"))
+                ),
                 (Some(c), false) => format!("worker {i} → core {c} (pinning failed: unpinned)"),
                 (None, _) => format!("worker {i} → unpinned (no core list)"),
             })
@@ -241,12 +264,13 @@ fn worker(
     i: usize,
     mut w: Worker,
     core: Option<usize>,
+    policy: Policy,
     cmd: Receiver<Cmd>,
     done: Sender<(usize, Timed)>,
-    pinned: Sender<(usize, bool)>,
+    pinned: Sender<(usize, bool, Result<(), std::io::Error>)>,
 ) {
     let ok = core.is_some_and(|id| core_affinity::set_for_current(core_affinity::CoreId { id }));
-    let _ = pinned.send((i, ok));
+    let _ = pinned.send((i, ok, sched::set_policy(policy)));
     while let Ok(Cmd::Run(stop)) = cmd.recv() {
         let (t, c) = (Instant::now(), tsc());
         w.run(&stop);
