@@ -84,6 +84,7 @@ mod tests {
 
     #[test]
     fn fifo_and_back_on_a_thread_of_its_own() {
+        // SAFETY: geteuid takes nothing and cannot fail.
         let is_root = unsafe { libc::geteuid() } == 0;
         std::thread::spawn(move || {
             assert_eq!(policy().unwrap(), Policy::Ordinary);
