@@ -184,6 +184,7 @@ pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Sect
         queue_per_vr: true,
         cores: a.cores.clone(),
         realtime: a.realtime,
+        rx_coalesce_us: a.rx_coalesce_us,
         rx_ring: RX_RING,
         ..InArgs::default()
     };

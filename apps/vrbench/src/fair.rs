@@ -60,6 +60,9 @@ pub(crate) struct Args {
     /// `[dataplane] realtime_priority` does [default: ordinary threads].
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=99))]
     pub(crate) realtime: Option<u8>,
+    /// Receive coalescing, µs (vrhost's `[dataplane] rx_coalesce_us`) [default: 0, off].
+    #[arg(long, default_value_t = 0)]
+    pub(crate) rx_coalesce_us: u64,
     /// Print JSON instead of Markdown.
     #[arg(long)]
     json: bool,
@@ -221,6 +224,7 @@ impl Ctx<'_> {
             queue_per_vr: true,
             cores: self.a.cores.clone(),
             realtime: self.a.realtime,
+            rx_coalesce_us: self.a.rx_coalesce_us,
             ..InArgs::default()
         };
         let mut sc = Scenario::from_args(&base, self.a.window);
@@ -309,6 +313,9 @@ pub(crate) fn command(a: &Args, w: &str) -> String {
     );
     if let Some(p) = a.realtime {
         c += &format!(" --realtime {p}");
+    }
+    if a.rx_coalesce_us > 0 {
+        c += &format!(" --rx-coalesce-us {}", a.rx_coalesce_us);
     }
     c
 }
@@ -796,6 +803,9 @@ fn overhead(cx: &mut Ctx<'_>) -> anyhow::Result<Section> {
     if let Some(p) = a.realtime {
         cmd += &format!(" --realtime {p}");
     }
+    if a.rx_coalesce_us > 0 {
+        cmd += &format!(" --rx-coalesce-us {}", a.rx_coalesce_us);
+    }
     let mut md = format!(
         "### Scheduler cost (`{cmd}`)\n\n\
          The same data plane alternates between the round-robin scheduler it had before and \
@@ -813,6 +823,7 @@ fn overhead(cx: &mut Ctx<'_>) -> anyhow::Result<Section> {
         let base = InArgs {
             cores: a.cores.clone(),
             realtime: a.realtime,
+            rx_coalesce_us: a.rx_coalesce_us,
             vrs,
             routes,
             ..InArgs::default()

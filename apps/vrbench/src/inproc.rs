@@ -118,6 +118,11 @@ pub(crate) struct Args {
     /// core then cannot hold it off for a time slice [default: ordinary threads].
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=99))]
     pub(crate) realtime: Option<u8>,
+    /// Receive coalescing, µs: a worker naps this long after a poll that received under half
+    /// a vector, so light traffic runs in fuller vectors (vrhost's
+    /// `[dataplane] rx_coalesce_us`) [default: 0, off].
+    #[arg(long, default_value_t = 0)]
+    pub(crate) rx_coalesce_us: u64,
     /// Run the target scenarios (one VR, flow cache, 100 VRs, two workers, overload)
     /// with windows alternating between them, and print each against its target; the suite
     /// sets --vrs, --workers, --rate and --gen-queues itself (and --routes for 100 VRs).
@@ -152,6 +157,7 @@ impl Default for Args {
             cores: Vec::new(),
             queue_per_vr: false,
             realtime: None,
+            rx_coalesce_us: 0,
             suite: false,
             json: false,
         }
@@ -208,6 +214,8 @@ pub(crate) struct Scenario {
     pub(crate) queue_per_vr: bool,
     /// Workers' `SCHED_FIFO` priority (`None`: ordinary threads).
     pub(crate) realtime: Option<u8>,
+    /// Receive coalescing delay, µs (0: off).
+    pub(crate) rx_coalesce_us: u64,
     /// Share of each VR in a worker's generated traffic (default: equal).
     pub(crate) vr_mix: Option<Vec<f64>>,
 }
@@ -238,6 +246,7 @@ impl Scenario {
             cores: a.cores.clone(),
             queue_per_vr: a.queue_per_vr,
             realtime: a.realtime,
+            rx_coalesce_us: a.rx_coalesce_us,
             vr_mix: None,
         }
     }
@@ -280,6 +289,9 @@ impl Scenario {
         }
         if let Some(p) = self.realtime {
             f += &format!(" --realtime {p}");
+        }
+        if self.rx_coalesce_us > 0 {
+            f += &format!(" --rx-coalesce-us {}", self.rx_coalesce_us);
         }
         f += &format!(
             " --seconds {} --windows {} --seed {}",

@@ -90,6 +90,7 @@ fn apply_dataplane(
 ) -> anyhow::Result<Option<Scaler>> {
     let d = &cfg.dataplane;
     dp.set_fairness(d.fairness.into());
+    dp.set_rx_coalesce(Duration::from_micros(*d.rx_coalesce_us.get_ref() as u64))?;
     let scaler = match (d.scaling, scaler) {
         (ScalingSpec::Fixed, _) => {
             if dp.active_workers() != dp.workers() {
@@ -196,6 +197,8 @@ impl Daemon {
                         if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
                             warn!("worker {w}: could not pin to core {core}");
                         }
+                        // Its naps are µs long: no 50 µs timer slack on them.
+                        let _ = sched::set_timer_slack(Duration::from_micros(1));
                         let set = sched::set_policy(policy);
                         let ok = set.is_ok();
                         let _ = ready.send(set);
@@ -724,6 +727,7 @@ impl Daemon {
             "ok": true, "ports": ports, "vrs": vrs, "workers": workers,
             "fairness": self.dp.fairness().name(),
             "realtime_priority": self.cfg.dataplane.realtime_priority.get_ref(),
+            "rx_coalesce_us": self.dp.rx_coalesce().as_micros() as u64,
             "active_workers": self.dp.active_workers(),
             "polls": polls, "idle_polls": idle,
         })

@@ -16,6 +16,7 @@
 //! watchdog_us = 2000           # a VR's vector may hold its core this long…
 //! watchdog_strikes = 3         # …offending this often in 32 vectors quarantines the VR
 //! realtime_priority = 0        # 1..=99: workers run SCHED_FIFO at it; 0: ordinary threads
+//! rx_coalesce_us = 0           # nap after a light poll, so light traffic fills vectors (0: off)
 //!
 //! [[port]]
 //! name = "p0"
@@ -148,14 +149,20 @@ pub struct DataplaneSection {
     /// Why and what it costs: `vrhost_io::sched`. Use it when the workers' cores are shared
     /// with other work (the host's applications, builds): an ordinary worker waits for a
     /// time slice each time it wakes, and its NIC ring overflows meanwhile.
-    #[serde(default = "default_realtime")]
+    #[serde(default = "default_zero")]
     pub realtime_priority: Spanned<i64>,
+    /// Receive coalescing, µs (0..=1000; 0, the default, is off): after a poll that received
+    /// under half a vector a worker naps this long, so light traffic is forwarded in fuller
+    /// vectors for a fraction of the CPU, at up to this much added latency
+    /// (`Dataplane::set_rx_coalesce` says why).
+    #[serde(default = "default_zero")]
+    pub rx_coalesce_us: Spanned<i64>,
 }
 
 fn default_watchdog_us() -> Spanned<i64> {
     Spanned::new(0..0, 2000)
 }
-fn default_realtime() -> Spanned<i64> {
+fn default_zero() -> Spanned<i64> {
     Spanned::new(0..0, 0)
 }
 fn default_strikes() -> Spanned<i64> {
@@ -175,7 +182,8 @@ impl Default for DataplaneSection {
             scaling: ScalingSpec::default(),
             watchdog_us: default_watchdog_us(),
             watchdog_strikes: default_strikes(),
-            realtime_priority: default_realtime(),
+            realtime_priority: default_zero(),
+            rx_coalesce_us: default_zero(),
         }
     }
 }
@@ -620,6 +628,14 @@ impl Config {
                     "{} not in 0..=99 (0: ordinary threads; 1..=99: SCHED_FIFO priority)",
                     rt.get_ref()
                 ),
+            ));
+        }
+        let co = &self.dataplane.rx_coalesce_us;
+        if !(0..=1000).contains(co.get_ref()) {
+            return Err(self.err(
+                co,
+                "dataplane.rx_coalesce_us",
+                format!("{} not in 0..=1000 (0 turns coalescing off)", co.get_ref()),
             ));
         }
         let prefix = &self.control.netns_prefix;

@@ -63,6 +63,10 @@ use crate::vr::{Vr, VrConfig, VrId};
 /// How long a worker keeps polling after its last packet before it starts to sleep.
 pub(crate) const SPIN_FOR: Duration = Duration::from_micros(200);
 
+/// With receive coalescing on ([`Dataplane::set_rx_coalesce`](crate::Dataplane::set_rx_coalesce)),
+/// a poll that received fewer packets than this is light: the worker naps before the next.
+pub(crate) const COALESCE_BELOW: usize = VECTOR / 2;
+
 /// Under pressure, run a VR once this many packets wait for it…
 const COALESCE: usize = VECTOR / 4;
 /// …or once it has been passed over this many polls.
@@ -234,6 +238,8 @@ pub struct Worker {
     now_ns: u64,
     /// The last poll left a receive queue unpolled (back-pressure): not idle.
     held_back: bool,
+    /// Packets received by the last poll (receive coalescing looks at it).
+    rx_last: usize,
     cost_model: Option<CostModel>,
     /// The forwarding nodes' arrays, reused by every vector.
     scratch: Box<Scratch>,
@@ -273,6 +279,7 @@ impl Worker {
             retiring: Vec::new(),
             now_ns: 0,
             held_back: false,
+            rx_last: 0,
             cost_model: None,
             scratch: Scratch::new(),
         };
@@ -296,7 +303,9 @@ impl Worker {
 
     /// Poll until `stop` is set. A worker keeps polling for [`SPIN_FOR`] after its last
     /// packet, then sleeps, longer the longer it has been idle (an eighth of the quiet time,
-    /// 10 µs to 1 ms), so an idle router does not burn its core; any work resets it.
+    /// 10 µs to 1 ms), so an idle router does not burn its core; any work resets it. With
+    /// receive coalescing on, a light poll (under [`COALESCE_BELOW`] packets received) is
+    /// followed by a nap of the coalescing delay.
     ///
     /// Why by time and without `yield`: a worker that backed off after a few dozen empty
     /// polls slept or yielded between the frames of a moderate load (a frame every 10 µs is
@@ -310,6 +319,10 @@ impl Worker {
         while !stop.load(Ordering::Relaxed) {
             if self.poll() > 0 || self.held_back {
                 idle = 0;
+                let nap = self.sh.rx_coalesce();
+                if !nap.is_zero() && self.rx_last < COALESCE_BELOW && !self.held_back {
+                    std::thread::sleep(nap);
+                }
                 continue;
             }
             idle = idle.wrapping_add(1);
@@ -345,6 +358,7 @@ impl Worker {
         self.now_ns = now_ns;
         let rounds = self.rx.len().max(1);
         let mut work = 0;
+        let mut received = 0;
         let mut pressure = false;
         self.held_back = false;
         match self.sh.scheduler() {
@@ -367,6 +381,7 @@ impl Worker {
                         }
                         let n = self.rx_one(q);
                         work += n;
+                        received += n;
                         if n < VECTOR {
                             break;
                         }
@@ -386,6 +401,7 @@ impl Worker {
                     let n = self.rx_one(q);
                     pressure |= n == VECTOR;
                     work += n;
+                    received += n;
                 }
                 // A VR may get up to one vector per receive queue per poll: what one poll
                 // can feed it.
@@ -413,6 +429,7 @@ impl Worker {
             wc.idle_polls.add(1);
         }
         self.drain_retiring();
+        self.rx_last = received;
         work
     }
 

@@ -270,6 +270,8 @@ fn worker(
     pinned: Sender<(usize, bool, Result<(), std::io::Error>)>,
 ) {
     let ok = core.is_some_and(|id| core_affinity::set_for_current(core_affinity::CoreId { id }));
+    // Naps (idle back-off, receive coalescing) are µs long: no 50 µs slack on them.
+    let _ = sched::set_timer_slack(Duration::from_micros(1));
     let _ = pinned.send((i, ok, sched::set_policy(policy)));
     while let Ok(Cmd::Run(stop)) = cmd.recv() {
         let (t, c) = (Instant::now(), tsc());

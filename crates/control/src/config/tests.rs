@@ -174,7 +174,7 @@ fn bad_values_are_refused_with_their_field() {
 }
 
 #[test]
-fn a_realtime_priority_outside_0_to_99_is_refused_on_its_line() {
+fn realtime_priority_and_rx_coalescing_are_checked_on_their_line() {
     for bad in ["100", "-1"] {
         let text = with(VR).replace(
             "cores = [0]",
@@ -185,9 +185,16 @@ fn a_realtime_priority_outside_0_to_99_is_refused_on_its_line() {
         assert_eq!(e.line, 4, "{e}");
         assert!(e.message.contains("not in 0..=99"), "{e}");
     }
-    let text = with(VR).replace("cores = [0]", "cores = [0]\nrealtime_priority = 10");
+    let e = err(&with(VR).replace("cores = [0]", "cores = [0]\nrx_coalesce_us = 1001"));
+    assert_eq!(e.field, "dataplane.rx_coalesce_us", "{e}");
+    assert_eq!(e.line, 4, "{e}");
+    let text = with(VR).replace(
+        "cores = [0]",
+        "cores = [0]\nrealtime_priority = 10\nrx_coalesce_us = 20",
+    );
     let c = Config::parse("t.toml", &text).unwrap();
     assert_eq!(*c.dataplane.realtime_priority.get_ref(), 10);
+    assert_eq!(*c.dataplane.rx_coalesce_us.get_ref(), 20);
     // Changing it needs a restart (workers are started with it), and a reload says so.
     let d = Config::parse("t.toml", &with(VR)).unwrap();
     assert_eq!(
