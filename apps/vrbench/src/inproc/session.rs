@@ -140,7 +140,7 @@ impl Session {
     /// `--queue-per-vr`), and return the counter difference. Counters are read with all workers stopped.
     pub(crate) fn window(&mut self, secs: f64, offers: &[Offer]) -> anyhow::Result<Window> {
         for (c, o) in self.built.ctl.iter().zip(offers) {
-            c.set(*o);
+            c.restart(*o);
         }
         let before = Snap::take(&self.built);
         let stop = Arc::new(AtomicBool::new(false));

@@ -174,9 +174,15 @@ impl Template {
 }
 
 /// What a worker's generator queues offer, set from outside between (or during) windows and
-/// read by each queue once per burst: a relaxed load of a line nothing else writes.
+/// read by each queue once per burst: relaxed loads of a line nothing else writes.
+///
+/// The second word counts [`GenCtl::restart`]s: each measurement window restarts the offer,
+/// so the modelled ring starts empty and arrivals count from the window's first poll. Without
+/// it an unchanged rate carried over from the last window would "arrive" for all the time the
+/// workers were parked in between (seconds, in `vrbench fair app`), overflow the ring at once
+/// and be counted as offered and lost in the next window.
 #[derive(Debug)]
-pub(crate) struct GenCtl(AtomicU64);
+pub(crate) struct GenCtl(AtomicU64, AtomicU64);
 
 /// An offered load.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -192,7 +198,7 @@ pub(crate) enum Offer {
 
 impl GenCtl {
     pub(crate) fn new(o: Offer) -> Arc<GenCtl> {
-        let c = Arc::new(GenCtl(AtomicU64::new(0)));
+        let c = Arc::new(GenCtl(AtomicU64::new(0), AtomicU64::new(0)));
         c.set(o);
         c
     }
@@ -205,6 +211,12 @@ impl GenCtl {
             Offer::Rate(r) => r.to_bits(),
         };
         self.0.store(v, Ordering::Relaxed);
+    }
+
+    /// Set `o` as a fresh start, even if it is the offer already set (see the type's doc).
+    pub(crate) fn restart(&self, o: Offer) {
+        self.set(o);
+        self.1.fetch_add(1, Ordering::Relaxed);
     }
 
     fn decode(bits: u64) -> Offer {
@@ -237,6 +249,8 @@ pub(crate) struct GenRx {
     ctl: Arc<GenCtl>,
     /// The control word last seen, and what it meant.
     seen: u64,
+    /// The restart count last seen.
+    seen_epoch: u64,
     offer: Offer,
     pace: Pace,
     /// Queues of this worker sharing its offered rate.
@@ -319,6 +333,7 @@ impl GenRx {
             len,
             recycle,
             seen: u64::MAX - 1,
+            seen_epoch: 0,
             offer: Offer::Off,
             ctl: c.ctl,
             pace,
@@ -333,9 +348,11 @@ impl GenRx {
     #[inline]
     fn due(&mut self, want: usize) -> usize {
         let bits = self.ctl.0.load(Ordering::Relaxed);
-        if bits != self.seen {
+        let epoch = self.ctl.1.load(Ordering::Relaxed);
+        if bits != self.seen || epoch != self.seen_epoch {
             // A new offer: the modelled ring starts empty, arrivals from now on.
             self.seen = bits;
+            self.seen_epoch = epoch;
             self.offer = GenCtl::decode(bits);
             let p = &mut self.pace;
             if let Offer::Rate(r) = self.offer {
@@ -697,5 +714,27 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(5));
         assert_eq!(g.rx_burst(&pool, &mut v, 256), 0);
         assert_eq!(g.stats.offered.get(), offered);
+    }
+
+    #[test]
+    fn a_restarted_offer_counts_nothing_from_before_the_restart() {
+        let pool = Pool::new(4096);
+        let seq = Seq::V4(vec![Dst4 { addr: 1, vr: 0 }; 4].into());
+        let (mut g, _prod) = generator(&pool, template4(MAC, 60), seq, Offer::Rate(1e6), 256);
+        g.tsc_hz = crate::inproc::tsc_hz(std::time::Duration::from_millis(20));
+        let mut v = PktVec::new();
+        assert_eq!(g.rx_burst(&pool, &mut v, 256), 0);
+        // Parked for 50 ms between windows, then the same rate restarted: the time parked
+        // is neither offered nor lost.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        g.ctl.restart(Offer::Rate(1e6));
+        let n = g.rx_burst(&pool, &mut v, 256);
+        assert!(
+            n < 64,
+            "{n} frames arrived in the instant after the restart"
+        );
+        assert_eq!(g.stats.ring_full.get(), 0);
+        assert!(g.stats.offered.get() < 64, "{}", g.stats.offered.get());
+        pool.free_all(&mut v);
     }
 }
