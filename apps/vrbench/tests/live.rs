@@ -192,6 +192,44 @@ fn kernel_bridge_splits_the_rate_by_weight_with_imix() {
     }
 }
 
+/// The AF_PACKET generator (`--gen afpacket`: `vrhost_traffic`'s generator on an AF_PACKET
+/// socket) through two macvlan VRs, weighted 1:3: the same sink counts every frame it sent,
+/// per stream, and its port refused none.
+#[test]
+fn afpacket_generator_through_kernel_macvlan_loses_nothing_at_50_kpps() {
+    if !vrhost_lab::require_root("vrbench trial with the AF_PACKET generator") {
+        return;
+    }
+    let r = lossless_trial(
+        "tla",
+        &[
+            "--dut",
+            "kernel-macvlan",
+            "--gen",
+            "afpacket",
+            "--vrs",
+            "2",
+            "--weights",
+            "1,3",
+            "--rate",
+            "0.05",
+            "--seconds",
+            "1",
+        ],
+        50e3,
+    );
+    assert_eq!(r["spec"]["generator"], "afpacket", "{r:#}");
+    assert_eq!(r["tx_full"], 0, "{r:#}");
+    let sent: Vec<f64> = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sent"].as_f64().unwrap())
+        .collect();
+    // A pacer per stream, each exact to a burst (2 frames at 40 µs).
+    assert!((sent[1] - 3.0 * sent[0]).abs() <= 8.0, "{sent:?}");
+}
+
 #[test]
 fn bad_input_is_refused_before_any_namespace() {
     // No root needed: every one of these fails before the root check.

@@ -68,9 +68,9 @@ const RUN_PER_FRAME_NS: f64 = 200.0;
 const RUN_DUTY: f64 = 0.5;
 /// Waits longer than this sleep (the rest is spun): spinning counts against the kernel's
 /// real-time budget (95 % of a CPU), and a thread that exceeds it is stopped for 50 ms.
-const SLEEP_ABOVE_NS: u64 = 8_000;
+pub(crate) const SLEEP_ABOVE_NS: u64 = 8_000;
 /// A sleep ends this long before the burst is due; the rest is spun.
-const SLEEP_EARLY_NS: u64 = 4_000;
+pub(crate) const SLEEP_EARLY_NS: u64 = 4_000;
 /// The generator thread's nice value when it cannot be real-time.
 const GEN_NICE: libc::c_int = -15;
 
@@ -99,7 +99,7 @@ pub(crate) fn auto_interval(pps: f64) -> Duration {
 /// −15, within 0.01 % with SCHED_FIFO). The thread sleeps between bursts and its runs take
 /// at most [`RUN_DUTY`] of the core, so CFS tasks there still get the rest (and the
 /// kernel's RT throttling keeps 5 % for them in any case).
-fn realtime() {
+pub(crate) fn realtime() {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: sched_setscheduler on this thread (0) with a valid sched_param.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
@@ -137,8 +137,11 @@ pub(crate) struct Sent {
     pub(crate) elapsed: Duration,
     /// Tokens the pacer discarded because the generator was behind (0 when it kept up).
     pub(crate) missed: u64,
-    /// `BPF_PROG_RUN` calls made.
+    /// `BPF_PROG_RUN` calls made (the AF_PACKET generator: `sendmmsg` bursts).
     pub(crate) calls: u64,
+    /// Frames the generator's own port refused, not sent (the AF_PACKET generator: the
+    /// kernel's queue on `a0` was full; always 0 here, `XDP_TX` always takes the frame).
+    pub(crate) tx_full: u64,
 }
 
 impl Sent {
@@ -389,6 +392,7 @@ impl Generator {
             elapsed,
             missed,
             calls,
+            tx_full: 0,
         })
     }
 
