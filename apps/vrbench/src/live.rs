@@ -62,7 +62,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use dut::{Cores, LiveLab, Profile};
+use dut::{Cores, LiveLab, Profile, Scale};
 use trial::{GEN_MAX_PPS, GenKind, TrialSpec};
 
 /// Options of `vrbench trial`.
@@ -85,6 +85,13 @@ pub(crate) struct Args {
     /// VRs, one stream each.
     #[arg(long, default_value_t = 1)]
     vrs: u32,
+    /// Extra /24 routes per VR (16.0.0.0/24, 16.0.1.0/24, …), via its side-B host.
+    #[arg(long, default_value_t = 0)]
+    routes: u32,
+    /// Destinations per VR's stream, consecutive from 16.0.0.1 when more than 1 or with
+    /// --routes (else the VR's side-B host).
+    #[arg(long, default_value_t = 1)]
+    flows: u32,
     /// Frame size on the wire, FCS included (64–1518), or `imix` (64, 570, 1518 in 7:4:1).
     #[arg(long, default_value = "64")]
     frame_size: frames::Size,
@@ -169,8 +176,19 @@ fn spec_of(args: &Args) -> anyhow::Result<TrialSpec> {
     Ok(spec)
 }
 
+/// `--routes` and `--flows`, checked.
+fn scale_of(args: &Args) -> anyhow::Result<Scale> {
+    let s = Scale {
+        routes: args.routes,
+        flows: args.flows,
+    };
+    s.check().map_err(anyhow::Error::msg)?;
+    Ok(s)
+}
+
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let spec = spec_of(args)?;
+    let scale = scale_of(args)?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("vrbench trial needs root: it builds network namespaces and loads BPF programs");
@@ -204,6 +222,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         args.frame_size,
         bin.as_deref(),
         Cores::default_for_host(),
+        scale,
     )?;
     let result = lab.trial(&spec, &stop).with_context(|| {
         let log = lab.daemon_log().unwrap_or_default();

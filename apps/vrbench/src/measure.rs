@@ -44,7 +44,7 @@ use vrhost_bench::stats::Summary;
 use vrhost_bench::trial::{Measurer, Trial};
 
 use crate::dut_inproc::{DutError, InprocDut, InprocSpec};
-use crate::live::dut::{Cores, LiveLab, Profile as LabProfile};
+use crate::live::dut::{self as lab_dut, Cores, LiveLab, Profile as LabProfile, Scale};
 use crate::live::frames::Size;
 use crate::live::measurer::LabMeasurer;
 use crate::live::trial::{GEN_MAX_PPS, TrialResult, TrialSpec};
@@ -193,9 +193,10 @@ impl Profile {
     /// routes, VIFs or flows runs the same trial whatever x says, and a scaling curve of
     /// identical runs labelled with different x would read as "this DUT does not care" —
     /// a finding nobody measured. The lab's topology gives each VR one ingress and one
-    /// egress interface and only the routes it needs, and the live-frames generator sends
-    /// one fixed header per stream (see `live/frames.rs`); so in the lab only the VR count
-    /// varies (not for `kernel`, one routing table). vrhost-inproc builds all four.
+    /// egress interface, so VIFs per VR are not varied there; routes (installed in every
+    /// VR's forwarder) and flows (the generators' destination sweep) are, see
+    /// `live/dut.rs`; the VR count too (not for `kernel`, one routing table). vrhost-inproc
+    /// builds all four. Routes and flows are also checked together ([`Profile::lab_scale`]).
     fn can_vary(self, dim: Dim, x: usize) -> Result<(), String> {
         let Some(lp) = self.lab() else {
             // `InprocDut::new`'s limits, checked here so that they too come before anything
@@ -219,22 +220,39 @@ impl Profile {
         let why = match dim {
             Dim::Vrs => return lp.check_vrs(u32::try_from(x).unwrap_or(u32::MAX)),
             Dim::Vifs if x == 2 => return Ok(()),
-            Dim::Routes if x == 0 => return Ok(()),
-            Dim::Flows if x == 1 => return Ok(()),
+            Dim::Routes if x <= lab_dut::MAX_ROUTES as usize => return Ok(()),
+            Dim::Flows if (1..1 << 24).contains(&x) => return Ok(()),
             Dim::Vifs => {
                 "the lab gives each VR exactly 2 VIFs (one ingress, one egress interface); \
                  vrbench adds idle VIFs only in vrhost-inproc"
             }
-            Dim::Routes => {
-                "the lab's routers hold only the routes the lab needs (0 extra /24s per VR); \
-                 extra routes are installed only in vrhost-inproc"
-            }
-            Dim::Flows => {
-                "the lab's live-frames generator sends one flow per VR (one header per \
-                 stream, no address sweep); flows are swept only in vrhost-inproc"
-            }
+            Dim::Routes => "the lab routes at most 65536 extra /24s per VR (16.0.0.0/8)",
+            Dim::Flows => "the lab sweeps 1 to 16777214 destinations per VR (in 16.0.0.0/8)",
         };
         Err(format!("{}: {x} {}: {why}", self.name(), dim.label()))
+    }
+}
+
+impl Profile {
+    /// Lab DUTs: the routes and flows per VR `a` asks for, with `dim` at `x`, checked
+    /// together (flows must stay inside the routed /24s, see `live/dut.rs`).
+    fn lab_scale(self, a: &Args, dim: Dim, x: usize) -> Result<(), String> {
+        if self.lab().is_none() {
+            return Ok(());
+        }
+        let (mut routes, mut flows) = (a.routes, a.flows as usize);
+        match dim {
+            Dim::Routes => routes = x,
+            Dim::Flows => flows = x,
+            Dim::Vrs | Dim::Vifs => {}
+        }
+        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        Scale {
+            routes: n(routes),
+            flows: n(flows),
+        }
+        .check()
+        .map_err(|e| format!("{}: {e}", self.name()))
     }
 }
 
@@ -500,7 +518,7 @@ fn check(a: &Args) -> anyhow::Result<()> {
     for p in &a.duts {
         for dim in Dim::ALL {
             let x = dim.base(a);
-            if let Err(why) = p.can_vary(dim, x) {
+            if let Err(why) = p.can_vary(dim, x).and_then(|()| p.lab_scale(a, dim, x)) {
                 bail!("{} {x}: {why}", dim.flags().0);
             }
         }
@@ -552,7 +570,10 @@ fn scaling_plan(a: &Args) -> anyhow::Result<(Vec<(Dim, Vec<usize>, Vec<Profile>)
         let (xs, given) = dim.points(a);
         let mut duts = Vec::new();
         for p in &a.duts {
-            match xs.iter().try_for_each(|&x| p.can_vary(dim, x)) {
+            match xs
+                .iter()
+                .try_for_each(|&x| p.can_vary(dim, x).and_then(|()| p.lab_scale(a, dim, x)))
+            {
                 Ok(()) => duts.push(*p),
                 Err(why) if given => bail!(
                     "{} {}: {why}; leave {} out (its default skips such DUTs) or measure this \
@@ -644,6 +665,10 @@ impl Dut {
                     Cores {
                         generator: a.tester_core,
                         dut: a.dut_core,
+                    },
+                    Scale {
+                        routes: routes as u32,
+                        flows,
                     },
                 )
                 .with_context(|| format!("setting up the {} lab", p.name()))?;
@@ -1339,11 +1364,17 @@ mod tests {
             Profile::KernelMacvlan,
             Profile::KernelBridge,
         ] {
-            assert!(p.can_vary(Dim::Vrs, 1).is_ok());
-            assert!(p.can_vary(Dim::Vifs, 2).is_ok());
-            assert!(p.can_vary(Dim::Routes, 0).is_ok());
-            assert!(p.can_vary(Dim::Flows, 1).is_ok());
-            for (dim, x) in [(Dim::Vifs, 8), (Dim::Routes, 1000), (Dim::Flows, 100)] {
+            for (dim, x) in [
+                (Dim::Vrs, 1),
+                (Dim::Vifs, 2),
+                (Dim::Routes, 0),
+                (Dim::Routes, 65_536),
+                (Dim::Flows, 1),
+                (Dim::Flows, 10_000),
+            ] {
+                assert!(p.can_vary(dim, x).is_ok(), "{p:?} {dim:?} {x}");
+            }
+            for (dim, x) in [(Dim::Vifs, 8), (Dim::Routes, 65_537), (Dim::Flows, 0)] {
                 let e = p.can_vary(dim, x).unwrap_err();
                 assert!(e.contains(p.name()) && e.contains(dim.label()), "{e}");
             }
@@ -1353,6 +1384,12 @@ mod tests {
             assert!(Profile::VrhostInproc.can_vary(dim, x).is_ok());
             assert!(Profile::VrhostInproc.can_vary(dim, x + 1).is_err());
         }
+        // Flows stay inside the routed /24s in the lab (in-process, the sweep is clamped).
+        let a = args("--routes 2");
+        assert!(Profile::Kernel.lab_scale(&a, Dim::Flows, 511).is_ok());
+        let e = Profile::Kernel.lab_scale(&a, Dim::Flows, 512).unwrap_err();
+        assert!(e.contains("1 to 511 flows"), "{e}");
+        assert!(Profile::VrhostInproc.lab_scale(&a, Dim::Flows, 512).is_ok());
     }
 
     #[test]
@@ -1367,28 +1404,33 @@ mod tests {
                 .map(|(_, _, duts)| duts.clone())
                 .unwrap_or_default()
         };
-        assert_eq!(
-            duts(Dim::Vrs),
-            [Profile::VrhostInproc, Profile::KernelMacvlan]
-        );
-        for d in [Dim::Vifs, Dim::Routes, Dim::Flows] {
-            assert_eq!(duts(d), [Profile::VrhostInproc], "{d:?}");
+        use Profile::{Kernel, KernelMacvlan, VrhostInproc};
+        assert_eq!(duts(Dim::Vrs), [VrhostInproc, KernelMacvlan]);
+        assert_eq!(duts(Dim::Vifs), [VrhostInproc]);
+        for d in [Dim::Routes, Dim::Flows] {
+            assert_eq!(duts(d), [VrhostInproc, Kernel, KernelMacvlan], "{d:?}");
         }
-        // kernel: VRs, VIFs, routes, flows; kernel-macvlan: VIFs, routes, flows.
-        assert_eq!(skipped.len(), 7, "{skipped:?}");
+        // kernel: VRs and VIFs; kernel-macvlan: VIFs.
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
         assert!(skipped.iter().all(|n| n.contains("not measured against")));
-        // Points the lab can be built with are measured there.
         let (plan, skipped) = scaling_plan(&args(
             "--duts kernel-bridge --scale-vrs 1,3 --scale-flows 1",
         ))
         .unwrap();
-        assert_eq!(plan.len(), 2, "VRs and the one-point flows");
-        assert_eq!(skipped.len(), 2, "VIFs and routes by default: {skipped:?}");
-        let e = scaling_plan(&args("--duts kernel-bridge --scale-routes 0,10"))
+        assert_eq!(plan.len(), 3, "VRs, routes, flows");
+        assert_eq!(skipped.len(), 1, "VIFs by default: {skipped:?}");
+        let e = scaling_plan(&args("--duts kernel-bridge --scale-vifs 2,8"))
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("--scale-routes 0,10: kernel-bridge: 10 routes per VR"),
+            e.contains("--scale-vifs 2,8: kernel-bridge: 8 VIFs per VR"),
+            "{e}"
+        );
+        let e = scaling_plan(&args("--duts kernel-bridge --routes 1 --scale-flows 1,300"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--scale-flows 1,300: kernel-bridge: --flows 300"),
             "{e}"
         );
     }

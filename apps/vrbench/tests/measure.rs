@@ -86,12 +86,12 @@ fn bad_input_is_refused_before_anything_is_built() {
         // A lab DUT is never built with a dimension it would ignore (no root needed: this
         // is checked before the lab's privileges).
         (
-            vec!["--duts", "kernel-macvlan", "--routes", "1000"],
-            "--routes 1000: kernel-macvlan: 1000 routes per VR",
+            vec!["--duts", "kernel-macvlan", "--vifs", "4"],
+            "--vifs 4: kernel-macvlan: 4 VIFs per VR",
         ),
         (
-            vec!["--duts", "vrhost-afxdp", "--flows", "10"],
-            "--flows 10: vrhost-afxdp: 10 flows per VR",
+            vec!["--duts", "vrhost-afxdp", "--routes", "2", "--flows", "600"],
+            "1 to 511 flows",
         ),
         (
             vec![

@@ -107,6 +107,8 @@ pub(crate) enum Alu {
     Rsh,
     Xor,
     Mov,
+    /// Unsigned remainder (by zero: the destination unchanged).
+    Mod,
 }
 
 impl Alu {
@@ -118,6 +120,7 @@ impl Alu {
             Alu::And => 0x50,
             Alu::Lsh => 0x60,
             Alu::Rsh => 0x70,
+            Alu::Mod => 0x90,
             Alu::Xor => 0xa0,
             Alu::Mov => 0xb0,
         }

@@ -29,7 +29,7 @@
 //! 950 ms of every second). A fresh generator per run: sequence numbers start at 0 for
 //! every trial, as the sink's reset expects.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ use vrhost_io::afpacket::{PacketOptions, PacketPort};
 use vrhost_lab::{Netns, Side, addressing};
 use vrhost_traffic::clock::monotonic_ns;
 use vrhost_traffic::rate::MAX_GRANT;
-use vrhost_traffic::{FrameSize, GenConfig, Generator, Rate, Stream};
+use vrhost_traffic::{AddrSweep, FrameSize, GenConfig, Generator, Rate, Stream};
 use vrhost_wire::EthernetAddress;
 
 use super::frames::Size;
@@ -53,9 +53,16 @@ pub(crate) const MAX_PPS: f64 = 1.0e6;
 const POOL_SLOTS: usize = 4096;
 
 /// The streams of a lab of `vrs` VRs: stream `i` from VR `i`'s side-A host to its side-B
-/// host, to the VR's side-A VIF MAC — the addresses the live-frames templates use
-/// (`frames::template`), so every profile forwards them the same way.
-fn streams(vrs: u32, size: Size, rate: Rate, weights: &[f64]) -> Vec<Stream> {
+/// host (or to `dests`' consecutive addresses, a flow each), to the VR's side-A VIF MAC —
+/// the addresses the live-frames templates use (`frames::template`), so every profile
+/// forwards them the same way.
+fn streams(
+    vrs: u32,
+    size: Size,
+    rate: Rate,
+    weights: &[f64],
+    dests: Option<(Ipv4Addr, u32)>,
+) -> Vec<Stream> {
     let sum: f64 = weights.iter().sum();
     (0..vrs)
         .map(|i| {
@@ -69,6 +76,13 @@ fn streams(vrs: u32, size: Size, rate: Rate, weights: &[f64]) -> Vec<Stream> {
                 IpAddr::V4(b.host4),
             );
             s.vr = i;
+            if let Some((dst, flows)) = dests {
+                s.dst = IpAddr::V4(dst);
+                s.flows.dst = AddrSweep {
+                    count: flows,
+                    prefix_len: None,
+                };
+            }
             s.size = match size {
                 Size::Fixed(n) => FrameSize::Fixed(n),
                 Size::Imix => FrameSize::Imix,
@@ -82,9 +96,9 @@ fn streams(vrs: u32, size: Size, rate: Rate, weights: &[f64]) -> Vec<Stream> {
         .collect()
 }
 
-/// Send `vrs` streams at `rate` (aggregate) shared by `weights`, in frames of `size`, for
-/// `duration` out of `a0` from a thread in `side_a` pinned to `core`, bursts sized to
-/// `interval`; stops early if `stop` is set.
+/// Send `vrs` streams at `rate` (aggregate) shared by `weights`, in frames of `size` (to
+/// `dests`, see [`streams`]), for `duration` out of `a0` from a thread in `side_a` pinned to
+/// `core`, bursts sized to `interval`; stops early if `stop` is set.
 #[expect(
     clippy::too_many_arguments,
     reason = "one trial's settings, passed through"
@@ -96,6 +110,7 @@ pub(crate) fn run(
     size: Size,
     rate: Rate,
     weights: &[f64],
+    dests: Option<(Ipv4Addr, u32)>,
     interval: Duration,
     duration: Duration,
     stop: &AtomicBool,
@@ -103,7 +118,7 @@ pub(crate) fn run(
     if weights.len() != vrs as usize {
         bail!("{} weights for {vrs} streams", weights.len());
     }
-    let streams = streams(vrs, size, rate, weights);
+    let streams = streams(vrs, size, rate, weights, dests);
     std::thread::scope(|s| {
         s.spawn(|| thread(side_a, core, &streams, interval, duration, stop))
             .join()
@@ -206,7 +221,13 @@ mod tests {
 
     #[test]
     fn streams_carry_the_lab_addresses_and_share_the_rate_by_weight() {
-        let s = streams(3, Size::Fixed(128), Rate::Pps(600.0), &[1.0, 2.0, 3.0]);
+        let s = streams(
+            3,
+            Size::Fixed(128),
+            Rate::Pps(600.0),
+            &[1.0, 2.0, 3.0],
+            None,
+        );
         let rates: Vec<f64> = s.iter().map(|s| s.rate.pps().unwrap()).collect();
         assert_eq!(rates, [100.0, 200.0, 300.0]);
         // The same header bytes as the live-frames templates (what every profile was built

@@ -29,7 +29,7 @@ use serde::Serialize;
 use vrhost_bench::latency::LatencySummary;
 use vrhost_traffic::Rate;
 
-use super::dut::{LiveLab, Profile};
+use super::dut::{LiveLab, Profile, Scale};
 use super::frames::Size;
 use super::generator::{DEFAULT_FLUSH, Sent, auto_interval};
 use super::histogram::Latencies;
@@ -172,6 +172,8 @@ pub(crate) struct TrialResult {
     pub(crate) profile: Profile,
     /// VRs (= streams).
     pub(crate) vrs: u32,
+    /// Extra routes and flows per VR the lab was built with.
+    pub(crate) scale: Scale,
     /// What was asked.
     pub(crate) spec: TrialSpec,
     /// Traffic time the generator really ran (s).
@@ -251,6 +253,7 @@ impl LiveLab {
         let side_a = self.lab().side(vrhost_lab::Side::A);
         let core = self.cores().generator;
         let vrs = self.vrs();
+        let dests = self.scale().dests();
         let send = |duration| -> anyhow::Result<Sent> {
             match spec.generator {
                 GenKind::LiveFrames => self.generator.run(
@@ -268,6 +271,7 @@ impl LiveLab {
                     spec.frame_size,
                     rate,
                     &spec.weights,
+                    dests,
                     spec.interval,
                     duration,
                     stop,
@@ -315,6 +319,7 @@ impl LiveLab {
         Ok(TrialResult {
             profile: self.profile(),
             vrs: self.vrs(),
+            scale: self.scale(),
             spec: spec.clone(),
             elapsed_s: elapsed,
             sent: total,
