@@ -456,3 +456,71 @@ fn run_worker(mut w: Worker, core: usize, cmd: Receiver<Cmd>, done: Sender<()>) 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The issue's "the generator's achieved rate within 1 % of the asked rate on the
+    /// in-process DUT": vrhost's data plane (one worker, two VRs) between the tester's
+    /// generator and sink, offered 0.5, 1 and 2 Mpps — far below what the worker forwards
+    /// (~20 Mpps, docs/perf.md) — for 0.5 s each. What is asserted is what the tool reports
+    /// to its searches (`InprocDut::run`'s trial): frames sent ÷ (asked rate × trial time)
+    /// within 1 %, per VR as well as in total, and every frame sent came back once.
+    ///
+    /// Root: the tester and the worker run SCHED_FIFO during a trial (`realtime`), which is
+    /// what keeps a busy 2-core host from taking the tester's core for milliseconds (the
+    /// pacer then counts the frames as missed rather than bursting them late, see
+    /// `vrhost_traffic::rate`); without it this would measure the host's other work.
+    ///
+    /// Seen when this test was written: back to back, two 0.5 s trials exceed the kernel's
+    /// real-time budget (`sched_rt_runtime_us`, 950 ms per second), and the second one's
+    /// first attempt lost 50 ms to throttling (~10 % missed); `run` repeats a trial more
+    /// than 1 % short, and the repeat, in a fresh period, was within 0.002 %. The assertion
+    /// is on the trial `run` returns, as the searches see it.
+    #[test]
+    fn tester_offers_the_asked_rate_within_1_percent() {
+        if !vrhost_lab::require_root("the in-process tester's rate accuracy (SCHED_FIFO)") {
+            return;
+        }
+        let cores = core_affinity::get_core_ids().map_or(1, |c| c.len());
+        assert!(cores >= 2, "the tester and the DUT worker need a core each");
+        let mut dut = InprocDut::new(InprocSpec {
+            vrs: 2,
+            routes: 0,
+            flows: 1,
+            vifs: 2,
+            frame_size: 64,
+            dut_core: 0,
+            tester_core: cores - 1,
+            drain: Duration::from_millis(20),
+        })
+        .unwrap();
+        let secs = 0.5;
+        for mpps in [0.5, 1.0, 2.0] {
+            let load = mpps * 1e6;
+            let t = dut.run(load, Duration::from_secs_f64(secs)).unwrap();
+            let want = load * secs;
+            let ratio = t.sent as f64 / want;
+            eprintln!(
+                "{mpps} Mpps: sent {} of {want} ({:+.4} %), received {}",
+                t.sent,
+                (ratio - 1.0) * 100.0,
+                t.received
+            );
+            assert!(
+                (ratio - 1.0).abs() <= 0.01,
+                "{mpps} Mpps: sent {} of {want}",
+                t.sent
+            );
+            assert_eq!(t.received, t.sent, "{mpps} Mpps: loss far below capacity");
+            for (vr, (sent, received)) in dut.per_vr().into_iter().enumerate() {
+                let r = sent as f64 / (want / 2.0);
+                assert!((r - 1.0).abs() <= 0.01, "{mpps} Mpps, VR {vr}: sent {sent}");
+                assert_eq!(received, sent, "{mpps} Mpps, VR {vr}");
+            }
+            let s = dut.last.as_ref().unwrap();
+            assert_eq!((s.unsigned, s.unknown_stream), (0, 0));
+        }
+    }
+}

@@ -11,7 +11,8 @@
 //! * [`frames`]: the stamped frames and their templates;
 //! * [`wheel`]: how the aggregate rate is shared among streams by weight;
 //! * [`generator`]: the XDP program that stamps sequence numbers and `bpf_ktime_get_ns()`,
-//!   and the paced thread that runs it;
+//!   and the paced thread that runs it; [`packet_gen`]: the alternative, `vrhost_traffic`'s
+//!   generator over an AF_PACKET socket (`--gen afpacket`);
 //! * [`sink`]: the tc program at `b0` counting received/duplicated/reordered per stream and
 //!   latency; [`histogram`]: its buckets and percentiles;
 //! * [`dut`]: the profiles and their labs; [`trial`]: the trial runner (warm-up, reset,
@@ -39,12 +40,17 @@
 //!   p50 / p99 latency: kernel 1.7 / 3.0 µs, kernel-macvlan 1.9 / 6.4 µs, kernel-bridge
 //!   4.5 / 8.4 µs, vrhost-afxdp 73 µs / 6.7 ms, vrhost-afpacket 0.7 / 6.6 ms (vrhost's
 //!   worker shares core 0 with the other work on this host).
+//! * `--gen afpacket` (64 B, 2 s, load 4–5): unpaced 1.64 Mpps into `--dut none`, 0.94 Mpps
+//!   through `--dut kernel` (its forwarding on the sender's CPU); paced 0.05 Mpps through
+//!   kernel lossless, p50 / p99 3.4 / 7.5 µs; 1 Mpps asked through kernel −7.4 %
+//!   (under-offered). Hence its 1 Mpps limit.
 
 pub(crate) mod dut;
 pub(crate) mod frames;
 mod generator;
 mod histogram;
 pub(crate) mod measurer;
+mod packet_gen;
 mod sink;
 pub(crate) mod trial;
 mod wheel;
@@ -56,8 +62,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use dut::{Cores, LiveLab, Profile};
-use trial::{GEN_MAX_PPS, TrialSpec};
+use dut::{Cores, LiveLab, Profile, Scale};
+use trial::{GEN_MAX_PPS, GenKind, TrialSpec};
 
 /// Options of `vrbench trial`.
 #[derive(clap::Args, Debug, Clone)]
@@ -69,12 +75,23 @@ pub(crate) struct Args {
     /// sends as fast as the generator can (no pacing).
     #[arg(long)]
     rate: String,
+    /// The generator: XDP live frames (fastest), or `vrhost_traffic`'s generator over
+    /// AF_PACKET (the backend vrhost uses on any interface; up to 1 Mpps).
+    #[arg(long = "gen", value_enum, default_value = "live-frames")]
+    generator: GenKind,
     /// Counted seconds of traffic.
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
     /// VRs, one stream each.
     #[arg(long, default_value_t = 1)]
     vrs: u32,
+    /// Extra /24 routes per VR (16.0.0.0/24, 16.0.1.0/24, …), via its side-B host.
+    #[arg(long, default_value_t = 0)]
+    routes: u32,
+    /// Destinations per VR's stream, consecutive from 16.0.0.1 when more than 1 or with
+    /// --routes (else the VR's side-B host).
+    #[arg(long, default_value_t = 1)]
+    flows: u32,
     /// Frame size on the wire, FCS included (64–1518), or `imix` (64, 570, 1518 in 7:4:1).
     #[arg(long, default_value = "64")]
     frame_size: frames::Size,
@@ -153,13 +170,25 @@ fn spec_of(args: &Args) -> anyhow::Result<TrialSpec> {
             (None, None) => generator::auto_interval(GEN_MAX_PPS),
         },
         flush: args.flush,
+        generator: args.generator,
     };
     spec.check().map_err(anyhow::Error::msg)?;
     Ok(spec)
 }
 
+/// `--routes` and `--flows`, checked.
+fn scale_of(args: &Args) -> anyhow::Result<Scale> {
+    let s = Scale {
+        routes: args.routes,
+        flows: args.flows,
+    };
+    s.check().map_err(anyhow::Error::msg)?;
+    Ok(s)
+}
+
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let spec = spec_of(args)?;
+    let scale = scale_of(args)?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("vrbench trial needs root: it builds network namespaces and loads BPF programs");
@@ -193,6 +222,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         args.frame_size,
         bin.as_deref(),
         Cores::default_for_host(),
+        scale,
     )?;
     let result = lab.trial(&spec, &stop).with_context(|| {
         let log = lab.daemon_log().unwrap_or_default();
@@ -234,6 +264,8 @@ mod tests {
         assert!(err("--dut kernel --rate 0.05 --frame-size 1519").contains("MTU"));
         assert!(err("--dut kernel --rate 9").contains("lower --rate"));
         assert!(err("--dut kernel --rate fast").contains("Mpps"));
+        assert!(err("--dut kernel --gen afpacket --rate 2").contains("--gen live-frames"));
+        assert!(err("--dut kernel --gen pktgen --rate 0.1").contains("invalid value"));
         assert!(err("--dut kernel --rate 0.05 --vrs 2").contains("exactly one VR"));
         assert!(err("--dut kernel-bridge --rate 0.05 --vrs 2 --weights 1").contains("one per VR"));
         assert!(err("--dut kernel --rate 0").contains("positive"));
@@ -242,5 +274,11 @@ mod tests {
         assert_eq!(s.rate_pps, Some(100_000.0));
         assert_eq!(s.weights, [1.0, 2.0, 3.0]);
         assert_eq!(spec("--dut none --rate max").unwrap().rate_pps, None);
+        assert_eq!(
+            spec("--dut kernel --gen afpacket --rate 1")
+                .unwrap()
+                .generator,
+            GenKind::Afpacket
+        );
     }
 }

@@ -44,7 +44,7 @@ use vrhost_bench::stats::Summary;
 use vrhost_bench::trial::{Measurer, Trial};
 
 use crate::dut_inproc::{DutError, InprocDut, InprocSpec};
-use crate::live::dut::{Cores, LiveLab, Profile as LabProfile};
+use crate::live::dut::{self as lab_dut, Cores, LiveLab, Profile as LabProfile, Scale};
 use crate::live::frames::Size;
 use crate::live::measurer::LabMeasurer;
 use crate::live::trial::{GEN_MAX_PPS, TrialResult, TrialSpec};
@@ -129,6 +129,133 @@ impl Profile {
     }
 }
 
+/// What a DUT is built with besides its profile: the dimensions `scaling` varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dim {
+    Vrs,
+    Vifs,
+    Routes,
+    Flows,
+}
+
+impl Dim {
+    const ALL: [Dim; 4] = [Dim::Vrs, Dim::Vifs, Dim::Routes, Dim::Flows];
+
+    /// The axis label (and the measurement name's part).
+    fn label(self) -> &'static str {
+        match self {
+            Dim::Vrs => "VRs",
+            Dim::Vifs => "VIFs per VR",
+            Dim::Routes => "routes per VR",
+            Dim::Flows => "flows per VR",
+        }
+    }
+
+    /// The option setting it for every test, and the `scaling` option sweeping it.
+    fn flags(self) -> (&'static str, &'static str) {
+        match self {
+            Dim::Vrs => ("--vrs", "--scale-vrs"),
+            Dim::Vifs => ("--vifs", "--scale-vifs"),
+            Dim::Routes => ("--routes", "--scale-routes"),
+            Dim::Flows => ("--flows", "--scale-flows"),
+        }
+    }
+
+    /// The value every test uses (`--vrs`, `--vifs`, …).
+    fn base(self, a: &Args) -> usize {
+        match self {
+            Dim::Vrs => a.vrs,
+            Dim::Vifs => a.vifs,
+            Dim::Routes => a.routes,
+            Dim::Flows => a.flows as usize,
+        }
+    }
+
+    /// `scaling`'s points, and whether the user chose them.
+    fn points(self, a: &Args) -> (Vec<usize>, bool) {
+        let (given, default) = match self {
+            Dim::Vrs => (&a.scale_vrs, &[1, 4, 16, 64][..]),
+            Dim::Vifs => (&a.scale_vifs, &[2, 8, 32][..]),
+            Dim::Routes => (&a.scale_routes, &[0, 1000, 10_000, 65_536][..]),
+            Dim::Flows => (&a.scale_flows, &[1, 100, 10_000][..]),
+        };
+        match given {
+            Some(v) => (v.clone(), true),
+            None => (default.to_vec(), false),
+        }
+    }
+}
+
+impl Profile {
+    /// Whether a DUT of this profile is really built with `x` of `dim`; if not, why.
+    ///
+    /// Why refuse rather than build the nearest thing: a lab DUT built without the asked
+    /// routes, VIFs or flows runs the same trial whatever x says, and a scaling curve of
+    /// identical runs labelled with different x would read as "this DUT does not care" —
+    /// a finding nobody measured. The lab's topology gives each VR one ingress and one
+    /// egress interface, so VIFs per VR are not varied there; routes (installed in every
+    /// VR's forwarder) and flows (the generators' destination sweep) are, see
+    /// `live/dut.rs`; the VR count too (not for `kernel`, one routing table). vrhost-inproc
+    /// builds all four. Routes and flows are also checked together ([`Profile::lab_scale`]).
+    fn can_vary(self, dim: Dim, x: usize) -> Result<(), String> {
+        let Some(lp) = self.lab() else {
+            // `InprocDut::new`'s limits, checked here so that they too come before anything
+            // is built or written.
+            let ok = match dim {
+                Dim::Vrs => (1..=4096).contains(&x),
+                Dim::Vifs => (2..=64).contains(&x),
+                Dim::Routes => x <= 65_536,
+                Dim::Flows => (1..=u32::MAX as usize).contains(&x),
+            };
+            return if ok {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{}: {x} {}: use 1..=4096 VRs, 2..=64 VIFs, 0..=65536 routes, at least 1 flow",
+                    self.name(),
+                    dim.label()
+                ))
+            };
+        };
+        let why = match dim {
+            Dim::Vrs => return lp.check_vrs(u32::try_from(x).unwrap_or(u32::MAX)),
+            Dim::Vifs if x == 2 => return Ok(()),
+            Dim::Routes if x <= lab_dut::MAX_ROUTES as usize => return Ok(()),
+            Dim::Flows if (1..1 << 24).contains(&x) => return Ok(()),
+            Dim::Vifs => {
+                "the lab gives each VR exactly 2 VIFs (one ingress, one egress interface); \
+                 vrbench adds idle VIFs only in vrhost-inproc"
+            }
+            Dim::Routes => "the lab routes at most 65536 extra /24s per VR (16.0.0.0/8)",
+            Dim::Flows => "the lab sweeps 1 to 16777214 destinations per VR (in 16.0.0.0/8)",
+        };
+        Err(format!("{}: {x} {}: {why}", self.name(), dim.label()))
+    }
+}
+
+impl Profile {
+    /// Lab DUTs: the routes and flows per VR `a` asks for, with `dim` at `x`, checked
+    /// together (flows must stay inside the routed /24s, see `live/dut.rs`).
+    fn lab_scale(self, a: &Args, dim: Dim, x: usize) -> Result<(), String> {
+        if self.lab().is_none() {
+            return Ok(());
+        }
+        let (mut routes, mut flows) = (a.routes, a.flows as usize);
+        match dim {
+            Dim::Routes => routes = x,
+            Dim::Flows => flows = x,
+            Dim::Vrs | Dim::Vifs => {}
+        }
+        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        Scale {
+            routes: n(routes),
+            flows: n(flows),
+        }
+        .check()
+        .map_err(|e| format!("{}: {e}", self.name()))
+    }
+}
+
 /// Options of `vrbench measure`.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct Args {
@@ -161,18 +288,21 @@ pub(crate) struct Args {
     /// VIFs per VR (2 carry the traffic, the others sit on the ingress port).
     #[arg(long, default_value_t = 2)]
     vifs: usize,
-    /// `scaling`: VR counts to measure.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
-    scale_vrs: Vec<usize>,
-    /// `scaling`: VIFs per VR to measure.
-    #[arg(long, value_delimiter = ',', default_value = "2,8,32")]
-    scale_vifs: Vec<usize>,
-    /// `scaling`: /24 routes per VR to measure.
-    #[arg(long, value_delimiter = ',', default_value = "0,1000,10000,65536")]
-    scale_routes: Vec<usize>,
-    /// `scaling`: flows per VR to measure.
-    #[arg(long, value_delimiter = ',', default_value = "1,100,10000")]
-    scale_flows: Vec<u32>,
+    /// `scaling`: VR counts to measure [default: 1,4,16,64 for the DUTs that can vary
+    /// them]. Given explicitly, every DUT must be able to.
+    #[arg(long, value_delimiter = ',')]
+    scale_vrs: Option<Vec<usize>>,
+    /// `scaling`: VIFs per VR to measure [default: 2,8,32 for the DUTs that can vary them].
+    #[arg(long, value_delimiter = ',')]
+    scale_vifs: Option<Vec<usize>>,
+    /// `scaling`: /24 routes per VR to measure [default: 0,1000,10000,65536 for the DUTs
+    /// that can vary them].
+    #[arg(long, value_delimiter = ',')]
+    scale_routes: Option<Vec<usize>>,
+    /// `scaling`: flows per VR to measure [default: 1,100,10000 for the DUTs that can vary
+    /// them].
+    #[arg(long, value_delimiter = ',')]
+    scale_flows: Option<Vec<usize>>,
     /// Highest offered load searched, Mpps.
     #[arg(long, default_value_t = 40.0)]
     max_mpps: f64,
@@ -287,10 +417,11 @@ pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
         routes: 0,
         flows: 1,
         vifs: 2,
-        scale_vrs: vec![1, 4, 16, 64],
-        scale_vifs: vec![2, 8, 32],
-        scale_routes: vec![0, 1000, 10_000, 65_536],
-        scale_flows: vec![1, 100, 10_000],
+        // Not a quick test; were it run, the defaults skip what a lab DUT cannot vary.
+        scale_vrs: None,
+        scale_vifs: None,
+        scale_routes: None,
+        scale_flows: None,
         max_mpps: 40.0,
         min_mpps: 0.01,
         trial_seconds: trial,
@@ -384,6 +515,17 @@ fn check(a: &Args) -> anyhow::Result<()> {
         bail!("--workpoint-vrs {} must be at least 2", a.workpoint_vrs);
     }
     shortfall(a)?;
+    for p in &a.duts {
+        for dim in Dim::ALL {
+            let x = dim.base(a);
+            if let Err(why) = p.can_vary(dim, x).and_then(|()| p.lab_scale(a, dim, x)) {
+                bail!("{} {x}: {why}", dim.flags().0);
+            }
+        }
+    }
+    if a.tests.contains(&Test::Scaling) {
+        scaling_plan(a)?;
+    }
     if a.duts.iter().any(|p| p.lab().is_some()) {
         if !is_root() {
             bail!(
@@ -414,6 +556,47 @@ fn check(a: &Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `scaling`'s plan: per dimension its points and the DUTs measured along it, and a note for
+/// every (DUT, dimension) pair left out. A pair is left out when the DUT cannot be built with
+/// one of the default points (a curve with a missing point would mislead as much as one with
+/// a wrong one); points the user gave that a DUT cannot be built with are an error, which
+/// `check` reports before anything is built.
+#[expect(clippy::type_complexity, reason = "a private plan read in one place")]
+fn scaling_plan(a: &Args) -> anyhow::Result<(Vec<(Dim, Vec<usize>, Vec<Profile>)>, Vec<String>)> {
+    let (mut plan, mut skipped) = (Vec::new(), Vec::new());
+    for dim in Dim::ALL {
+        let (xs, given) = dim.points(a);
+        let mut duts = Vec::new();
+        for p in &a.duts {
+            match xs
+                .iter()
+                .try_for_each(|&x| p.can_vary(dim, x).and_then(|()| p.lab_scale(a, dim, x)))
+            {
+                Ok(()) => duts.push(*p),
+                Err(why) if given => bail!(
+                    "{} {}: {why}; leave {} out (its default skips such DUTs) or measure this \
+                     dimension with --duts vrhost-inproc",
+                    dim.flags().1,
+                    xs.iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    dim.flags().1,
+                ),
+                Err(why) => skipped.push(format!(
+                    "scaling: {} not measured against {} ({why})",
+                    p.name(),
+                    dim.label()
+                )),
+            }
+        }
+        if !duts.is_empty() {
+            plan.push((dim, xs, duts));
+        }
+    }
+    Ok((plan, skipped))
 }
 
 /// A DUT under test, with its per-VR controls.
@@ -482,6 +665,10 @@ impl Dut {
                     Cores {
                         generator: a.tester_core,
                         dut: a.dut_core,
+                    },
+                    Scale {
+                        routes: routes as u32,
+                        flows,
                     },
                 )
                 .with_context(|| format!("setting up the {} lab", p.name()))?;
@@ -947,36 +1134,33 @@ fn measure_all(
             Test::Scaling => {
                 let mut short = mlr.clone();
                 short.goals.truncate(1); // NDR only
-                let dims: [(&'static str, Vec<usize>); 4] = [
-                    ("VRs", a.scale_vrs.clone()),
-                    ("VIFs per VR", a.scale_vifs.clone()),
-                    ("routes per VR", a.scale_routes.clone()),
-                    (
-                        "flows per VR",
-                        a.scale_flows.iter().map(|f| *f as usize).collect(),
-                    ),
-                ];
-                for (dim, xs) in dims {
-                    for p in &a.duts {
+                let (plan, skipped) = scaling_plan(a)?;
+                for note in skipped {
+                    eprintln!("vrbench: {note}");
+                    rec.notes.push(note);
+                }
+                for (dim, xs, duts) in plan {
+                    let dim_label = dim.label();
+                    for p in &duts {
                         for &x in &xs {
                             let (mut vrs, mut vifs, mut routes, mut flows) =
                                 (a.vrs, a.vifs, a.routes, a.flows);
                             match dim {
-                                "VRs" => vrs = x,
-                                "VIFs per VR" => vifs = x,
-                                "routes per VR" => routes = x,
-                                _ => flows = x as u32,
+                                Dim::Vrs => vrs = x,
+                                Dim::Vifs => vifs = x,
+                                Dim::Routes => routes = x,
+                                Dim::Flows => flows = x as u32,
                             }
                             let mut d =
                                 Dut::open_with(*p, a, vrs, vifs, routes, flows, stop.clone())?;
-                            progress.set_stage(&format!("{} NDR at {x} {dim}", d.name));
+                            progress.set_stage(&format!("{} NDR at {x} {dim_label}", d.name));
                             let r = mlr::search(&mut progress.wrap(&mut d), &short)?;
                             let v = r
                                 .goal("NDR")
                                 .and_then(|g| g.conditional_throughput)
                                 .context("no NDR")?;
                             let mut m = Measurement::new(
-                                &format!("scaling/{}B/{dim}={x}", a.frame_size),
+                                &format!("scaling/{}B/{dim_label}={x}", a.frame_size),
                                 &d.name,
                                 "frames/s",
                             );
@@ -985,7 +1169,7 @@ fn measure_all(
                             rec.measurements.push(m);
                             found
                                 .scaling
-                                .entry(dim)
+                                .entry(dim_label)
                                 .or_default()
                                 .entry(d.name.clone())
                                 .or_default()
@@ -1151,4 +1335,103 @@ fn write(a: &Args, out: &Path, rec: &RunRecord, found: &Found) -> anyhow::Result
     }
     rep.save(out.join("report.md"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    fn args(line: &str) -> Args {
+        Cli::try_parse_from(std::iter::once("measure").chain(line.split_whitespace()))
+            .unwrap()
+            .a
+    }
+
+    #[test]
+    fn lab_profiles_vary_only_what_the_lab_builds() {
+        for p in [
+            Profile::VrhostAfxdp,
+            Profile::VrhostAfpacket,
+            Profile::Kernel,
+            Profile::KernelMacvlan,
+            Profile::KernelBridge,
+        ] {
+            for (dim, x) in [
+                (Dim::Vrs, 1),
+                (Dim::Vifs, 2),
+                (Dim::Routes, 0),
+                (Dim::Routes, 65_536),
+                (Dim::Flows, 1),
+                (Dim::Flows, 10_000),
+            ] {
+                assert!(p.can_vary(dim, x).is_ok(), "{p:?} {dim:?} {x}");
+            }
+            for (dim, x) in [(Dim::Vifs, 8), (Dim::Routes, 65_537), (Dim::Flows, 0)] {
+                let e = p.can_vary(dim, x).unwrap_err();
+                assert!(e.contains(p.name()) && e.contains(dim.label()), "{e}");
+            }
+            assert_eq!(p.can_vary(Dim::Vrs, 16).is_ok(), p != Profile::Kernel);
+        }
+        for (dim, x) in [(Dim::Vrs, 4096), (Dim::Vifs, 64), (Dim::Routes, 65_536)] {
+            assert!(Profile::VrhostInproc.can_vary(dim, x).is_ok());
+            assert!(Profile::VrhostInproc.can_vary(dim, x + 1).is_err());
+        }
+        // Flows stay inside the routed /24s in the lab (in-process, the sweep is clamped).
+        let a = args("--routes 2");
+        assert!(Profile::Kernel.lab_scale(&a, Dim::Flows, 511).is_ok());
+        let e = Profile::Kernel.lab_scale(&a, Dim::Flows, 512).unwrap_err();
+        assert!(e.contains("1 to 511 flows"), "{e}");
+        assert!(Profile::VrhostInproc.lab_scale(&a, Dim::Flows, 512).is_ok());
+    }
+
+    #[test]
+    fn default_scaling_points_skip_what_a_dut_cannot_vary() {
+        let (plan, skipped) = scaling_plan(&args(
+            "--tests scaling --duts vrhost-inproc,kernel,kernel-macvlan",
+        ))
+        .unwrap();
+        let duts = |d: Dim| {
+            plan.iter()
+                .find(|(dim, ..)| *dim == d)
+                .map(|(_, _, duts)| duts.clone())
+                .unwrap_or_default()
+        };
+        use Profile::{Kernel, KernelMacvlan, VrhostInproc};
+        assert_eq!(duts(Dim::Vrs), [VrhostInproc, KernelMacvlan]);
+        assert_eq!(duts(Dim::Vifs), [VrhostInproc]);
+        for d in [Dim::Routes, Dim::Flows] {
+            assert_eq!(duts(d), [VrhostInproc, Kernel, KernelMacvlan], "{d:?}");
+        }
+        // kernel: VRs and VIFs; kernel-macvlan: VIFs.
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
+        assert!(skipped.iter().all(|n| n.contains("not measured against")));
+        let (plan, skipped) = scaling_plan(&args(
+            "--duts kernel-bridge --scale-vrs 1,3 --scale-flows 1",
+        ))
+        .unwrap();
+        assert_eq!(plan.len(), 3, "VRs, routes, flows");
+        assert_eq!(skipped.len(), 1, "VIFs by default: {skipped:?}");
+        let e = scaling_plan(&args("--duts kernel-bridge --scale-vifs 2,8"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--scale-vifs 2,8: kernel-bridge: 8 VIFs per VR"),
+            "{e}"
+        );
+        let e = scaling_plan(&args("--duts kernel-bridge --routes 1 --scale-flows 1,300"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--scale-flows 1,300: kernel-bridge: --flows 300"),
+            "{e}"
+        );
+    }
 }

@@ -192,10 +192,81 @@ fn kernel_bridge_splits_the_rate_by_weight_with_imix() {
     }
 }
 
+/// The AF_PACKET generator (`--gen afpacket`: `vrhost_traffic`'s generator on an AF_PACKET
+/// socket) through two macvlan VRs, weighted 1:3: the same sink counts every frame it sent,
+/// per stream, and its port refused none.
+#[test]
+fn afpacket_generator_through_kernel_macvlan_loses_nothing_at_50_kpps() {
+    if !vrhost_lab::require_root("vrbench trial with the AF_PACKET generator") {
+        return;
+    }
+    let r = lossless_trial(
+        "tla",
+        &[
+            "--dut",
+            "kernel-macvlan",
+            "--gen",
+            "afpacket",
+            "--vrs",
+            "2",
+            "--weights",
+            "1,3",
+            "--rate",
+            "0.05",
+            "--seconds",
+            "1",
+        ],
+        50e3,
+    );
+    assert_eq!(r["spec"]["generator"], "afpacket", "{r:#}");
+    assert_eq!(r["tx_full"], 0, "{r:#}");
+    let sent: Vec<f64> = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sent"].as_f64().unwrap())
+        .collect();
+    // A pacer per stream, each exact to a burst (2 frames at 40 µs).
+    assert!((sent[1] - 3.0 * sent[0]).abs() <= 8.0, "{sent:?}");
+}
+
+/// Routes and flows per VR in the lab: 300 /24s in every VR, each stream swept over 100
+/// destinations inside them, through the kernel's per-VR namespaces and through vrhost —
+/// every frame arrives (so every destination was routed), and the result says what the
+/// lab was built with.
+#[test]
+fn routed_and_swept_destinations_arrive_at_50_kpps() {
+    if !vrhost_lab::require_root("vrbench trial with routes and flows per VR") {
+        return;
+    }
+    for (tag, dut) in [("tlrb", "kernel-bridge"), ("tlrv", "vrhost-afxdp")] {
+        let r = lossless_trial(
+            tag,
+            &[
+                "--dut",
+                dut,
+                "--vrs",
+                "2",
+                "--routes",
+                "300",
+                "--flows",
+                "100",
+                "--rate",
+                "0.05",
+                "--seconds",
+                "1",
+            ],
+            50e3,
+        );
+        assert_eq!(r["scale"]["routes"], 300, "{r:#}");
+        assert_eq!(r["scale"]["flows"], 100, "{r:#}");
+    }
+}
+
 #[test]
 fn bad_input_is_refused_before_any_namespace() {
     // No root needed: every one of these fails before the root check.
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &["--dut", "kernel", "--rate", "0.05", "--frame-size", "63"],
             "below 64",
@@ -210,6 +281,12 @@ fn bad_input_is_refused_before_any_namespace() {
             "exactly one VR",
         ),
         (&["--dut", "bogus", "--rate", "0.05"], "invalid value"),
+        (
+            &[
+                "--dut", "kernel", "--rate", "0.05", "--routes", "1", "--flows", "300",
+            ],
+            "1 to 255 flows",
+        ),
     ];
     for (args, want) in cases {
         let name = unique("tlx");

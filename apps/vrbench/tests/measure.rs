@@ -82,6 +82,39 @@ fn bad_input_is_refused_before_anything_is_built() {
         (vec!["--max-mpps", "500"], "--max-mpps 500"),
         (vec!["--max-shortfall", "lots"], "--max-shortfall"),
         (vec!["--dut-core", "4096"], "--dut-core 4096"),
+        (vec!["--vifs", "65"], "--vifs 65"),
+        // A lab DUT is never built with a dimension it would ignore (no root needed: this
+        // is checked before the lab's privileges).
+        (
+            vec!["--duts", "kernel-macvlan", "--vifs", "4"],
+            "--vifs 4: kernel-macvlan: 4 VIFs per VR",
+        ),
+        (
+            vec!["--duts", "vrhost-afxdp", "--routes", "2", "--flows", "600"],
+            "1 to 511 flows",
+        ),
+        (
+            vec![
+                "--duts",
+                "vrhost-inproc,kernel-bridge",
+                "--tests",
+                "scaling",
+                "--scale-vifs",
+                "2,8",
+            ],
+            "--scale-vifs 2,8: kernel-bridge: 8 VIFs per VR",
+        ),
+        (
+            vec![
+                "--duts",
+                "kernel",
+                "--tests",
+                "scaling",
+                "--scale-vrs",
+                "1,4",
+            ],
+            "exactly one VR",
+        ),
     ] {
         let out = out_dir("bad");
         let o = Command::new(env!("CARGO_BIN_EXE_vrbench"))

@@ -37,6 +37,7 @@ pub(crate) fn run(name: &str, socket: &Path, seconds: Option<u64>) -> anyhow::Re
             cores: vec![core],
             vrs: vec![0, 1],
             netns_prefix: format!("{name}-vr-"),
+            routes: Vec::new(),
         },
     );
     let cfg = Config::parse("<built-in example>", &text)?;

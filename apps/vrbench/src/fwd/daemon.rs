@@ -60,14 +60,16 @@ pub(crate) struct Daemon {
 }
 
 impl Daemon {
-    /// Start vrhost on `lab` with `backend`, forwarding `cores`, VRs `0..vrs`; return when
-    /// its control socket answers.
+    /// Start vrhost on `lab` with `backend`, forwarding `cores`, VRs `0..vrs`, each with
+    /// `routes` (IPv4 prefixes) via its side-B host besides the lab's own; return when its
+    /// control socket answers.
     pub(crate) fn start(
         bin: &Path,
         lab: &Lab,
         backend: &str,
         cores: &[usize],
         vrs: u32,
+        routes: &[String],
     ) -> anyhow::Result<Daemon> {
         let netns_prefix = format!("{}-c-", lab.prefix());
         let text = render(
@@ -77,6 +79,7 @@ impl Daemon {
                 cores: cores.to_vec(),
                 vrs: (0..vrs).collect(),
                 netns_prefix: netns_prefix.clone(),
+                routes: routes.to_vec(),
             },
         );
         let base = std::env::temp_dir().join(format!("vrbench-fwd-{}", lab.prefix()));

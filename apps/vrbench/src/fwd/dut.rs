@@ -345,7 +345,14 @@ pub(crate) fn start(
             )?);
             None
         }
-        Profile::VrhostAfxdp => Some(Daemon::start(bin, &t.lab, "afxdp", &layout.dut_cores, vrs)?),
+        Profile::VrhostAfxdp => Some(Daemon::start(
+            bin,
+            &t.lab,
+            "afxdp",
+            &layout.dut_cores,
+            vrs,
+            &[],
+        )?),
         Profile::VrhostAfpacket => {
             pass = Some(enable_p0(&t.lab, layout.p0_napi)?);
             Some(Daemon::start(
@@ -354,6 +361,7 @@ pub(crate) fn start(
                 "afpacket",
                 &layout.dut_cores,
                 vrs,
+                &[],
             )?)
         }
     };

@@ -17,11 +17,21 @@
 //! `p0` gets a two-instruction `XDP_PASS` program: veth accepts live frames only with its
 //! NAPI on.
 //!
+//! **Routes and flows** ([`Scale`]): the lab's forwarders know only the two hosts' subnets.
+//! For routes per VR, `routes` /24s from `16.0.0.0/24` on are installed in every VR, via its
+//! side-B host (the kernel profiles: one `ip -batch` per VR in its forwarding namespace;
+//! vrhost: `[[vr.route]]`s in the generated config); for flows, the generator sweeps each
+//! stream's destination over `flows` consecutive addresses from `16.0.0.1` (see
+//! `frames.rs`). With no extra routes but several flows, one covering `16.0.0.0/8` is
+//! installed instead (the in-process DUT's default route plays that part there). `16/8` is
+//! outside the lab's `10/8` and the namespaces reach no real network.
+//!
 //! A [`LiveLab`] is built once and serves any number of trials (the daemon keeps running
 //! between them; a search makes dozens). Dropping it detaches the programs, stops the
 //! daemon and deletes the lab's namespaces — on errors, on unwinding, and after Ctrl-C
 //! (the trial runner stops early and returns; see `live.rs`).
 
+use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::{Context, bail};
@@ -95,6 +105,91 @@ impl Profile {
     }
 }
 
+/// Routes and flows per VR a lab is built with (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Scale {
+    /// Extra /24s per VR, `16.0.0.0/24`, `16.0.1.0/24`, … via the VR's side-B host.
+    pub(crate) routes: u32,
+    /// Destinations per VR's stream.
+    pub(crate) flows: u32,
+}
+
+/// The most extra /24s per VR (all of `16.0.0.0/8`).
+pub(crate) const MAX_ROUTES: u32 = 65_536;
+/// The first swept destination.
+const FIRST_DST: Ipv4Addr = Ipv4Addr::new(16, 0, 0, 1);
+
+impl Scale {
+    /// The lab as it always was: no extra routes, one flow per VR.
+    #[cfg(test)]
+    pub(crate) const ONE: Scale = Scale {
+        routes: 0,
+        flows: 1,
+    };
+
+    /// Check before anything is built; the error says what to change.
+    pub(crate) fn check(self) -> Result<(), String> {
+        if self.routes > MAX_ROUTES {
+            return Err(format!(
+                "--routes {}: the lab routes at most {MAX_ROUTES} /24s per VR (16.0.0.0/8)",
+                self.routes
+            ));
+        }
+        // Destinations from 16.0.0.1 must stay inside the routed /24s (or 16/8).
+        let room = if self.routes > 0 {
+            self.routes * 256 - 1
+        } else {
+            (1 << 24) - 2
+        };
+        if self.flows == 0 || self.flows > room {
+            return Err(format!(
+                "--flows {}: with --routes {} the lab has destinations for 1 to {room} flows \
+                 (consecutive from 16.0.0.1, inside the routed prefixes)",
+                self.flows, self.routes
+            ));
+        }
+        Ok(())
+    }
+
+    /// The prefixes installed per VR besides the lab's own.
+    fn prefixes(self) -> Vec<String> {
+        if self.routes == 0 && self.flows > 1 {
+            return vec!["16.0.0.0/8".into()];
+        }
+        (0..self.routes)
+            .map(|k| format!("16.{}.{}.0/24", k >> 8, k & 0xff))
+            .collect()
+    }
+
+    /// The generator's destinations, if not the side-B host.
+    pub(crate) fn dests(self) -> Option<(Ipv4Addr, u32)> {
+        (self.routes > 0 || self.flows > 1).then_some((FIRST_DST, self.flows))
+    }
+}
+
+/// Install `prefixes` via each VR's side-B host in the kernel's forwarding namespaces.
+fn kernel_routes(lab: &Lab, vrs: u32, prefixes: &[String]) -> anyhow::Result<()> {
+    if prefixes.is_empty() {
+        return Ok(());
+    }
+    for i in 0..vrs {
+        let ns = lab
+            .kernel_router(i)
+            .context("a kernel profile has a forwarding namespace per VR")?;
+        let via = lab.vr(i).side(Side::B).addrs.host4;
+        let mut batch = String::with_capacity(prefixes.len() * 40);
+        for p in prefixes {
+            batch.push_str(&format!("route add {p} via {via}\n"));
+        }
+        let file = std::env::temp_dir().join(format!("vrbench-routes-{}-{i}", lab.prefix()));
+        std::fs::write(&file, batch).with_context(|| format!("writing {}", file.display()))?;
+        let r = ns.ip(&["-batch", &file.to_string_lossy()]);
+        let _ = std::fs::remove_file(&file);
+        r.with_context(|| format!("adding {} routes in {}", prefixes.len(), ns.name()))?;
+    }
+    Ok(())
+}
+
 /// The cores a lab's trials use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Cores {
@@ -129,11 +224,13 @@ pub(crate) struct LiveLab {
     profile: Profile,
     vrs: u32,
     cores: Cores,
+    scale: Scale,
 }
 
 impl LiveLab {
-    /// Build lab `name` for `profile` with `vrs` VRs (one stream each) and frames of `size`
-    /// bytes, start the DUT. `vrhost` is the daemon binary (vrhost profiles only).
+    /// Build lab `name` for `profile` with `vrs` VRs (one stream each), `scale`'s routes
+    /// and flows per VR, and frames of `size` bytes, start the DUT. `vrhost` is the daemon
+    /// binary (vrhost profiles only).
     pub(crate) fn up(
         name: &str,
         profile: Profile,
@@ -141,8 +238,11 @@ impl LiveLab {
         size: Size,
         vrhost: Option<&Path>,
         cores: Cores,
+        scale: Scale,
     ) -> anyhow::Result<LiveLab> {
         profile.check_vrs(vrs).map_err(anyhow::Error::msg)?;
+        scale.check().map_err(anyhow::Error::msg)?;
+        let prefixes = scale.prefixes();
         let lab = Lab::up(
             &LabSpec::new(name)
                 .vrs(vrs)
@@ -152,14 +252,16 @@ impl LiveLab {
         .with_context(|| format!("building lab {name}"))?;
         // From here on `lab` is deleted if anything fails (it drops).
         let sink = Sink::load(Some(lab.side(Side::B)), vrs).context("attaching the sink to b0")?;
-        let generator =
+        let mut generator =
             Generator::load(Some(lab.side(Side::A)), vrs, size).context("loading the generator")?;
+        generator.set_flows(scale.dests())?;
         let mut p0 = None;
         let mut drop_prog = None;
         let mut daemon = None;
         match profile {
             Profile::Kernel | Profile::KernelMacvlan | Profile::KernelBridge => {
                 p0 = Some(enable_p0(&lab, P0Napi::XdpPass)?);
+                kernel_routes(&lab, vrs, &prefixes)?;
             }
             Profile::None => {
                 let prog = Program::load_xdp(
@@ -184,7 +286,7 @@ impl LiveLab {
                     "afpacket"
                 };
                 daemon = Some(
-                    Daemon::start(bin, &lab, backend, &[cores.dut], vrs)
+                    Daemon::start(bin, &lab, backend, &[cores.dut], vrs, &prefixes)
                         .with_context(|| format!("starting vrhost ({backend})"))?,
                 );
             }
@@ -199,6 +301,7 @@ impl LiveLab {
             profile,
             vrs,
             cores,
+            scale,
         })
     }
 
@@ -210,6 +313,11 @@ impl LiveLab {
     /// VRs (= streams).
     pub(crate) fn vrs(&self) -> u32 {
         self.vrs
+    }
+
+    /// Routes and flows per VR.
+    pub(crate) fn scale(&self) -> Scale {
+        self.scale
     }
 
     /// The cores.
@@ -225,5 +333,80 @@ impl LiveLab {
     /// The vrhost daemon's log, if one runs (for errors).
     pub(crate) fn daemon_log(&self) -> Option<String> {
         self.daemon.as_ref().map(Daemon::log_text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_refuses_flows_outside_the_routed_prefixes() {
+        assert!(Scale::ONE.check().is_ok() && Scale::ONE.dests().is_none());
+        assert!(Scale::ONE.prefixes().is_empty());
+        let s = Scale {
+            routes: 2,
+            flows: 511,
+        };
+        assert!(s.check().is_ok());
+        assert_eq!(s.prefixes(), ["16.0.0.0/24", "16.0.1.0/24"]);
+        assert_eq!(s.dests(), Some((Ipv4Addr::new(16, 0, 0, 1), 511)));
+        let e = Scale { flows: 512, ..s }.check().unwrap_err();
+        assert!(e.contains("1 to 511 flows"), "{e}");
+        let wide = Scale {
+            routes: 0,
+            flows: 1000,
+        };
+        assert_eq!(wide.prefixes(), ["16.0.0.0/8"]);
+        assert!(Scale { flows: 0, ..wide }.check().is_err());
+        assert!(
+            Scale {
+                routes: 65_537,
+                flows: 1
+            }
+            .check()
+            .is_err()
+        );
+        let all = Scale {
+            routes: 65_536,
+            flows: 1,
+        };
+        assert_eq!(all.prefixes().last().unwrap(), "16.255.255.0/24");
+    }
+
+    /// The routes really are in every VR's forwarding namespace (kernel-macvlan: one per
+    /// VR), via the VR's side-B host; the lab's own routes untouched.
+    #[test]
+    fn kernel_labs_install_the_routes_in_every_vr() {
+        if !vrhost_lab::require_root("lab routes per VR") {
+            return;
+        }
+        let name = format!("tlr{}", std::process::id());
+        let lab = LiveLab::up(
+            &name,
+            Profile::KernelMacvlan,
+            2,
+            Size::Fixed(64),
+            None,
+            Cores::default_for_host(),
+            Scale {
+                routes: 300,
+                flows: 1,
+            },
+        )
+        .unwrap();
+        for i in 0..2 {
+            let ns = lab.lab().kernel_router(i).unwrap();
+            let out = ns.ip(&["-4", "route", "show"]).unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let via = format!("via {}", lab.lab().vr(i).b.addrs.host4);
+            let ours: Vec<&str> = text.lines().filter(|l| l.starts_with("16.")).collect();
+            assert_eq!(ours.len(), 300, "VR {i}:\n{text}");
+            assert!(ours.iter().all(|l| l.contains(&via)), "VR {i}:\n{text}");
+            // 300 = 256 + 44: the last is 16.1.43.0/24.
+            assert!(ours.iter().any(|l| l.starts_with("16.1.43.0/24 ")));
+            assert!(!ours.iter().any(|l| l.starts_with("16.1.44.0/24 ")));
+        }
+        drop(lab);
     }
 }

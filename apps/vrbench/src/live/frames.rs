@@ -17,9 +17,13 @@
 //! update from zero fields, as `vrhost_traffic::frames` does in user space — a valid UDP
 //! checksum on every frame, so a DUT or a capture that checks it sees correct frames.
 //!
-//! Why no flow sweeps here: the header bytes are one copy per stream; sweeping addresses
-//! would add per-frame odometer state to the program. The in-process generator
-//! (`vrhost_traffic`) does sweeps; FIB and flow-cache tests run there first.
+//! **Flows.** A stream may sweep its destination: frame `seq` goes to `dst + seq mod flows`
+//! (consecutive addresses from the template's base, one flow per address; `flows` = 1 is
+//! the single flow to the VR's side-B host). The sequence number is already per-stream
+//! state, so the sweep needs no odometer of its own. Since the address changes per frame,
+//! the template keeps the IPv4 header's and the UDP checksum's partial sums *without* the
+//! destination's two words, and the program adds them back (with the sequence and time
+//! words) and stores both checksums: RFC 1624's incremental update, from a zero field.
 
 use std::net::Ipv4Addr;
 
@@ -55,23 +59,38 @@ const SRC_PORT: u16 = 49152;
 const DST_PORT: u16 = 9; // discard
 
 /// A stream's template as the generator's map holds it: [`HEAD_LEN`] bytes of frame, then
-/// the partial UDP sum and the frame's length (without FCS) as native-endian `u32`s.
+/// native-endian `u32`s: the partial UDP sum, the length change, the partial IPv4 header
+/// sum, the first destination and the flow count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Template {
-    /// The frame's first [`HEAD_LEN`] bytes (UDP checksum zero).
+    /// The frame's first [`HEAD_LEN`] bytes (UDP checksum zero; destination and IPv4
+    /// checksum those of the first flow).
     pub(crate) head: [u8; HEAD_LEN],
     /// One's-complement sum (unfolded) of everything the UDP checksum covers except the
-    /// sequence and time words.
+    /// sequence, time and destination words.
     pub(crate) udp_sum: u32,
     /// Frame length in the buffer (size on the wire − 4).
     pub(crate) len: u32,
+    /// Unfolded sum of the IPv4 header's words except the checksum and the destination.
+    pub(crate) ip_sum: u32,
+    /// The first flow's destination (host order).
+    pub(crate) dst: u32,
+    /// Destinations swept, `dst .. dst + flows` (at least 1).
+    pub(crate) flows: u32,
 }
 
 /// Bytes of a template in the map.
-pub(crate) const TEMPLATE_VALUE: usize = 56;
+pub(crate) const TEMPLATE_VALUE: usize = 72;
 /// Where the template's length change is in the map value: `len − run frame length` as an
 /// `i32`, which the program passes to `bpf_xdp_adjust_tail` (0: no call).
 pub(crate) const TEMPLATE_DELTA_AT: usize = HEAD_LEN + 4;
+/// Where the partial IPv4 header sum, the first destination and the flow count are.
+pub(crate) const TEMPLATE_IP_SUM_AT: usize = HEAD_LEN + 8;
+pub(crate) const TEMPLATE_DST_AT: usize = HEAD_LEN + 12;
+pub(crate) const TEMPLATE_FLOWS_AT: usize = HEAD_LEN + 16;
+/// Where the IPv4 checksum and destination are in the frame.
+pub(crate) const IP_CSUM_AT: usize = 24;
+pub(crate) const IP_DST_AT: usize = 30;
 
 /// Simple IMIX as `vrhost_traffic` sends it: 64, 570 and 1518 bytes in the ratio 7:4:1,
 /// in this fixed 12-frame order (indexes into the sizes) per stream.
@@ -155,6 +174,9 @@ impl Template {
         v[..HEAD_LEN].copy_from_slice(&self.head);
         v[HEAD_LEN..HEAD_LEN + 4].copy_from_slice(&self.udp_sum.to_ne_bytes());
         v[TEMPLATE_DELTA_AT..TEMPLATE_DELTA_AT + 4].copy_from_slice(&delta.to_ne_bytes());
+        v[TEMPLATE_IP_SUM_AT..TEMPLATE_IP_SUM_AT + 4].copy_from_slice(&self.ip_sum.to_ne_bytes());
+        v[TEMPLATE_DST_AT..TEMPLATE_DST_AT + 4].copy_from_slice(&self.dst.to_ne_bytes());
+        v[TEMPLATE_FLOWS_AT..TEMPLATE_FLOWS_AT + 4].copy_from_slice(&self.flows.to_ne_bytes());
         v
     }
 }
@@ -179,16 +201,34 @@ pub(crate) fn check_size(size: u16) -> Result<(), String> {
 /// The template of stream `id` carrying VR `vr`'s traffic (non-overlapping addressing) in
 /// frames of `size` bytes on the wire.
 pub(crate) fn template(id: u32, vr: u32, size: u16) -> Template {
-    let a = addressing::side_addrs(vr, Side::A, false);
     let b = addressing::side_addrs(vr, Side::B, false);
-    build(
+    template_flows(id, vr, size, b.host4, 1)
+}
+
+/// [`template`] with `flows` destinations from `dst` on (`dst + flows − 1` must not wrap).
+pub(crate) fn template_flows(id: u32, vr: u32, size: u16, dst: Ipv4Addr, flows: u32) -> Template {
+    assert!(
+        flows >= 1 && u32::from(dst).checked_add(flows - 1).is_some(),
+        "{flows} flows from {dst}"
+    );
+    let a = addressing::side_addrs(vr, Side::A, false);
+    let mut t = build(
         addressing::vif_mac(vr, Side::A).octets(),
         addressing::side_mac(Side::A).octets(),
         a.host4,
-        b.host4,
+        dst,
         id,
         usize::from(size) - FCS_LEN,
-    )
+    );
+    t.flows = flows;
+    t
+}
+
+/// Unfolded one's-complement sum of big-endian 16-bit words.
+fn words(b: &[u8]) -> u32 {
+    b.chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum()
 }
 
 fn build(
@@ -218,6 +258,7 @@ fn build(
         let sum = !checksum::data(ip);
         ip[10..12].copy_from_slice(&sum.to_be_bytes());
     }
+    let ip_sum = words(&f[14..24]) + words(&f[26..30]);
     f[34..36].copy_from_slice(&SRC_PORT.to_be_bytes());
     f[36..38].copy_from_slice(&DST_PORT.to_be_bytes());
     f[38..40].copy_from_slice(&udp_len.to_be_bytes());
@@ -225,16 +266,14 @@ fn build(
     f[44..48].copy_from_slice(&id.to_be_bytes());
     // Unfolded sums: the pseudo header's words, and the UDP header and signature head (the
     // checksum field is zero; payload past the signature is zero).
-    let words = |b: &[u8]| -> u32 {
-        b.chunks(2)
-            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-            .sum()
-    };
-    let pseudo = words(&src.octets()) + words(&dst.octets()) + 17 + u32::from(udp_len);
+    let pseudo = words(&src.octets()) + 17 + u32::from(udp_len);
     Template {
         head: f,
         udp_sum: pseudo + words(&f[34..48]),
         len: len as u32,
+        ip_sum,
+        dst: u32::from(dst),
+        flows: 1,
     }
 }
 
@@ -258,8 +297,14 @@ pub(crate) fn stamp(t: &Template, frame: &mut [u8], seq: u64, ts: u64) {
     frame[..HEAD_LEN].copy_from_slice(&t.head);
     frame[SEQ_AT..SEQ_AT + 6].copy_from_slice(&be48(seq));
     frame[TIME_AT..TIME_AT + 6].copy_from_slice(&be48(ts));
+    let dst = t.dst + (seq % u64::from(t.flows)) as u32;
+    frame[IP_DST_AT..IP_DST_AT + 4].copy_from_slice(&dst.to_be_bytes());
     let w = |v: u64| ((v & 0xffff) + ((v >> 16) & 0xffff) + ((v >> 32) & 0xffff)) as u32;
-    let mut s = t.udp_sum + w(seq) + w(ts);
+    let mut ip = t.ip_sum + w(u64::from(dst));
+    ip = (ip & 0xffff) + (ip >> 16);
+    ip = (ip & 0xffff) + (ip >> 16);
+    frame[IP_CSUM_AT..IP_CSUM_AT + 2].copy_from_slice(&(!(ip as u16)).to_be_bytes());
+    let mut s = t.udp_sum + w(seq) + w(ts) + w(u64::from(dst));
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
     let mut c = !(s as u16);
@@ -296,6 +341,29 @@ mod tests {
         let t = template(0, 7, 64);
         assert_eq!(&t.head[0..6], &addressing::vif_mac(7, Side::A).octets());
         assert_eq!(&t.head[26..34], &[10, 7, 0, 2, 10, 7, 1, 2]);
+    }
+
+    /// The sweep: frame `seq` to `dst + seq mod flows`, both checksums valid at every
+    /// destination (across a carry in the address's low word too).
+    #[test]
+    fn swept_destinations_keep_both_checksums_valid() {
+        let base = Ipv4Addr::new(100, 64, 255, 250);
+        for size in [64u16, 1518] {
+            let t = template_flows(2, 2, size, base, 10);
+            let mut f = run_frame(&t, size);
+            for seq in 0..25u64 {
+                stamp(&t, &mut f, seq, 1_000 + seq);
+                assert!(valid(&f), "size {size} seq {seq}");
+                let want = Ipv4Addr::from(u32::from(base) + (seq % 10) as u32);
+                assert_eq!(f[30..34], want.octets(), "seq {seq}");
+            }
+        }
+        // One flow is the VR's side-B host, as before.
+        let one = template(4, 4, 64);
+        let mut f = run_frame(&one, 64);
+        stamp(&one, &mut f, 7, 9);
+        assert_eq!(f[30..34], [10, 4, 1, 2]);
+        assert!(valid(&f));
     }
 
     #[test]

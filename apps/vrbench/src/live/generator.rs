@@ -50,7 +50,8 @@ use vrhost_traffic::{Pacer, Rate};
 #[cfg(test)]
 use super::frames::Template;
 use super::frames::{
-    self, HEAD_LEN, SEQ_AT, Size, TEMPLATE_DELTA_AT, TEMPLATE_VALUE, TIME_AT, UDP_CSUM_AT,
+    self, HEAD_LEN, IP_CSUM_AT, IP_DST_AT, SEQ_AT, Size, TEMPLATE_DELTA_AT, TEMPLATE_DST_AT,
+    TEMPLATE_FLOWS_AT, TEMPLATE_IP_SUM_AT, TEMPLATE_VALUE, TIME_AT, UDP_CSUM_AT,
 };
 use super::wheel::{self, MAX_SLOTS};
 use crate::fwd::bpf::{self, Alu, Cond, Insn, Link, Map, Program};
@@ -68,9 +69,9 @@ const RUN_PER_FRAME_NS: f64 = 200.0;
 const RUN_DUTY: f64 = 0.5;
 /// Waits longer than this sleep (the rest is spun): spinning counts against the kernel's
 /// real-time budget (95 % of a CPU), and a thread that exceeds it is stopped for 50 ms.
-const SLEEP_ABOVE_NS: u64 = 8_000;
+pub(crate) const SLEEP_ABOVE_NS: u64 = 8_000;
 /// A sleep ends this long before the burst is due; the rest is spun.
-const SLEEP_EARLY_NS: u64 = 4_000;
+pub(crate) const SLEEP_EARLY_NS: u64 = 4_000;
 /// The generator thread's nice value when it cannot be real-time.
 const GEN_NICE: libc::c_int = -15;
 
@@ -99,7 +100,7 @@ pub(crate) fn auto_interval(pps: f64) -> Duration {
 /// −15, within 0.01 % with SCHED_FIFO). The thread sleeps between bursts and its runs take
 /// at most [`RUN_DUTY`] of the core, so CFS tasks there still get the rest (and the
 /// kernel's RT throttling keeps 5 % for them in any case).
-fn realtime() {
+pub(crate) fn realtime() {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: sched_setscheduler on this thread (0) with a valid sched_param.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
@@ -125,6 +126,9 @@ pub(crate) struct Generator {
     frame: Vec<u8>,
     size: Size,
     weights: Vec<f64>,
+    /// Every stream's destinations: `flows` consecutive addresses from the first (`None`:
+    /// one flow, to the VR's side-B host).
+    flows: Option<(std::net::Ipv4Addr, u32)>,
     _keep: Option<Link>,
 }
 
@@ -137,8 +141,11 @@ pub(crate) struct Sent {
     pub(crate) elapsed: Duration,
     /// Tokens the pacer discarded because the generator was behind (0 when it kept up).
     pub(crate) missed: u64,
-    /// `BPF_PROG_RUN` calls made.
+    /// `BPF_PROG_RUN` calls made (the AF_PACKET generator: `sendmmsg` bursts).
     pub(crate) calls: u64,
+    /// Frames the generator's own port refused, not sent (the AF_PACKET generator: the
+    /// kernel's queue on `a0` was full; always 0 here, `XDP_TX` always takes the frame).
+    pub(crate) tx_full: u64,
 }
 
 impl Sent {
@@ -222,9 +229,37 @@ pub(crate) fn program(state: &Map, wheel: &Map, templates: &Map, seqs: &Map) -> 
         p.push(Insn::to_be(4, 32));
         p.push(Insn::store(W, 2, at as i16 + 2, 4));
     }
-    // UDP checksum: ~fold(udp_sum + words(seq) + words(ts)), 0 sent as 0xffff.
+    // The flow: r3 = dst + seq mod flows, stored; the IPv4 checksum ~fold(ip_sum +
+    // words(r3)) (see `frames.rs`, "Flows").
+    p.push(Insn::load(W, 4, 8, TEMPLATE_FLOWS_AT as i16));
+    p.push(Insn::alu_reg(Alu::Mov, 3, 1));
+    p.push(Insn::alu_reg(Alu::Mod, 3, 4));
+    p.push(Insn::load(W, 4, 8, TEMPLATE_DST_AT as i16));
+    p.push(Insn::alu_reg(Alu::Add, 3, 4));
+    p.push(Insn::alu_reg(Alu::Mov, 4, 3));
+    p.push(Insn::to_be(4, 32));
+    p.push(Insn::store(W, 2, IP_DST_AT as i16, 4));
+    p.push(Insn::load(W, 0, 8, TEMPLATE_IP_SUM_AT as i16));
+    for shift in [0, 16] {
+        p.push(Insn::alu_reg(Alu::Mov, 4, 3));
+        if shift > 0 {
+            p.push(Insn::alu_imm(Alu::Rsh, 4, shift));
+        }
+        p.push(Insn::alu_imm(Alu::And, 4, 0xffff));
+        p.push(Insn::alu_reg(Alu::Add, 0, 4));
+    }
+    for _ in 0..2 {
+        p.push(Insn::alu_reg(Alu::Mov, 4, 0));
+        p.push(Insn::alu_imm(Alu::Rsh, 4, 16));
+        p.push(Insn::alu_imm(Alu::And, 0, 0xffff));
+        p.push(Insn::alu_reg(Alu::Add, 0, 4));
+    }
+    p.push(Insn::alu_imm(Alu::Xor, 0, 0xffff));
+    p.push(Insn::to_be(0, 16));
+    p.push(Insn::store(H, 2, IP_CSUM_AT as i16, 0));
+    // UDP checksum: ~fold(udp_sum + words(seq) + words(ts) + words(dst)), 0 sent as 0xffff.
     p.push(Insn::load(W, 0, 8, HEAD_LEN as i16)); // r0 = udp_sum
-    for reg in [1u8, 5] {
+    for reg in [1u8, 5, 3] {
         for shift in [0, 16, 32] {
             p.push(Insn::alu_reg(Alu::Mov, 4, reg));
             if shift > 0 {
@@ -297,6 +332,7 @@ impl Generator {
             frame: Vec::new(),
             size,
             weights: vec![1.0; streams as usize],
+            flows: None,
             _keep: keep,
         };
         g.set_size(size)?;
@@ -316,7 +352,10 @@ impl Generator {
         let run_len = usize::from(max) - 4;
         for s in 0..self.streams {
             for (c, &bytes) in size.classes().iter().enumerate() {
-                let t = frames::template(s, s, bytes);
+                let t = match self.flows {
+                    None => frames::template(s, s, bytes),
+                    Some((dst, n)) => frames::template_flows(s, s, bytes, dst, n),
+                };
                 self.templates
                     .set(s * MAX_CLASSES + c as u32, &t.to_value(run_len))?;
             }
@@ -325,6 +364,22 @@ impl Generator {
         self.size = size;
         let weights = self.weights.clone();
         self.set_weights(&weights)
+    }
+
+    /// Sweep every stream's destination over `flows` consecutive addresses from `dst` (the
+    /// lab must route them; see `LiveLab::up`) from now on; `None`: one flow per stream, to
+    /// its VR's side-B host.
+    pub(crate) fn set_flows(
+        &mut self,
+        flows: Option<(std::net::Ipv4Addr, u32)>,
+    ) -> anyhow::Result<()> {
+        if let Some((dst, n)) = flows
+            && (n == 0 || u32::from(dst).checked_add(n - 1).is_none())
+        {
+            bail!("{n} flows from {dst}: need 1 or more, without wrapping the address space");
+        }
+        self.flows = flows;
+        self.set_size(self.size)
     }
 
     /// Share the aggregate rate among the streams by `weights` (one per stream) from now on.
@@ -389,6 +444,7 @@ impl Generator {
             elapsed,
             missed,
             calls,
+            tx_full: 0,
         })
     }
 
@@ -493,6 +549,36 @@ mod tests {
         assert_eq!(g.sent().unwrap(), [6, 3, 3]);
         g.reset().unwrap();
         assert_eq!(g.sent().unwrap(), [0, 0, 0]);
+    }
+
+    /// Flows: the program sweeps each stream's destination (`dst + seq mod flows`) and
+    /// rewrites both checksums exactly as the reference does, across a carry in the
+    /// address's low word.
+    #[test]
+    fn the_program_sweeps_destinations_like_the_reference() {
+        if !vrhost_lab::require_root("generator program test run") {
+            return;
+        }
+        let mut g = Generator::load(None, 2, Size::Fixed(64)).unwrap();
+        let base = std::net::Ipv4Addr::new(100, 64, 255, 254);
+        g.set_flows(Some((base, 5))).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..20u64 {
+            let (verdict, out) = g.test_run(&g.frame).unwrap();
+            assert_eq!(verdict, bpf::XDP_TX as u32);
+            let sig = vrhost_traffic::signature::parse(&out).expect("signed");
+            assert_eq!((sig.stream, sig.seq), ((i % 2) as u32, i / 2), "frame {i}");
+            let t = frames::template_flows(sig.stream, sig.stream, 64, base, 5);
+            let mut want = out.clone();
+            frames::stamp(&t, &mut want, sig.seq, sig.tx_ns);
+            assert_eq!(out, want, "frame {i}");
+            seen.insert(<[u8; 4]>::try_from(&out[30..34]).unwrap());
+        }
+        assert_eq!(seen.len(), 5, "{seen:?}");
+        assert!(
+            g.set_flows(Some((std::net::Ipv4Addr::BROADCAST, 2)))
+                .is_err()
+        );
     }
 
     /// IMIX: the program shrinks each frame to its size class (`bpf_xdp_adjust_tail`), in

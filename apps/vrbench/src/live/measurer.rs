@@ -84,7 +84,7 @@ mod tests {
     use vrhost_bench::search::Resolution;
     use vrhost_bench::search::rfc2544::{self, Rfc2544Outcome, Rfc2544Settings};
 
-    use super::super::dut::{Cores, Profile};
+    use super::super::dut::{Cores, Profile, Scale};
     use super::super::frames::Size;
     use super::*;
 
@@ -105,6 +105,7 @@ mod tests {
             Size::Fixed(64),
             None,
             Cores::default_for_host(),
+            Scale::ONE,
         )
         .unwrap();
         let r = super::super::trial::trial(

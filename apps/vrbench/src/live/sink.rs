@@ -511,7 +511,7 @@ impl Sink {
     /// Run the program on one frame as if it arrived (tests): returns its verdict.
     #[cfg(test)]
     pub(crate) fn test_run(&self, frame: &[u8]) -> anyhow::Result<u32> {
-        Ok(self._prog.test_run(frame)?)
+        Ok(self._prog.test_run_out(frame)?.0)
     }
 }
 

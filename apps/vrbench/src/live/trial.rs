@@ -29,10 +29,11 @@ use serde::Serialize;
 use vrhost_bench::latency::LatencySummary;
 use vrhost_traffic::Rate;
 
-use super::dut::{LiveLab, Profile};
+use super::dut::{LiveLab, Profile, Scale};
 use super::frames::Size;
-use super::generator::{DEFAULT_FLUSH, auto_interval};
+use super::generator::{DEFAULT_FLUSH, Sent, auto_interval};
 use super::histogram::Latencies;
+use super::packet_gen;
 
 /// The most the stamped generator is asked for (aggregate frames/s). Measured on this host
 /// (2-core KVM guest, Linux 6.18, load 4–7 from other work): unpaced (`vrbench trial --dut
@@ -41,6 +42,17 @@ use super::histogram::Latencies;
 /// −0.7 % at 0.05–4 Mpps, `--rate R --dut none`). Above 4 Mpps the runs would have to
 /// exceed 256 frames (one DUT ring) or the pacer falls behind whenever the host is busy.
 pub(crate) const GEN_MAX_PPS: f64 = 4.0e6;
+
+/// Which generator offers a trial's frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum GenKind {
+    /// The stamped XDP live-frames generator (`generator.rs`): up to [`GEN_MAX_PPS`].
+    LiveFrames,
+    /// `vrhost_traffic`'s generator over an AF_PACKET socket on `a0` (`packet_gen.rs`): up
+    /// to [`packet_gen::MAX_PPS`].
+    Afpacket,
+}
 
 /// What to offer in a trial.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -65,6 +77,8 @@ pub(crate) struct TrialSpec {
     pub(crate) interval: Duration,
     /// Frames per live-frames flush (and page-pool size) inside a run, 1–256.
     pub(crate) flush: u32,
+    /// The generator.
+    pub(crate) generator: GenKind,
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -84,6 +98,7 @@ impl TrialSpec {
             drain: Duration::from_millis(200),
             interval: auto_interval(rate_pps),
             flush: DEFAULT_FLUSH,
+            generator: GenKind::LiveFrames,
         }
     }
 
@@ -93,6 +108,15 @@ impl TrialSpec {
         if let Some(r) = self.rate_pps {
             if !(r.is_finite() && r > 0.0) {
                 return Err(format!("--rate {}: must be positive", r / 1e6));
+            }
+            if self.generator == GenKind::Afpacket && r > packet_gen::MAX_PPS {
+                return Err(format!(
+                    "--rate {} Mpps: above what the AF_PACKET generator sends through a veth \
+                     ({} Mpps; one CPU copies every frame and runs the receive side too); \
+                     lower --rate, or use --gen live-frames",
+                    r / 1e6,
+                    packet_gen::MAX_PPS / 1e6
+                ));
             }
             if r > GEN_MAX_PPS {
                 return Err(format!(
@@ -148,6 +172,8 @@ pub(crate) struct TrialResult {
     pub(crate) profile: Profile,
     /// VRs (= streams).
     pub(crate) vrs: u32,
+    /// Extra routes and flows per VR the lab was built with.
+    pub(crate) scale: Scale,
     /// What was asked.
     pub(crate) spec: TrialSpec,
     /// Traffic time the generator really ran (s).
@@ -169,8 +195,11 @@ pub(crate) struct TrialResult {
     pub(crate) missed: u64,
     /// The generator sent less than 99 % of the asked frames: it did not offer the load.
     pub(crate) under_offered: bool,
-    /// `BPF_PROG_RUN` calls (bursts).
+    /// `BPF_PROG_RUN` calls, or `sendmmsg` calls with `--gen afpacket` (bursts).
     pub(crate) bursts: u64,
+    /// Frames the generator's own port refused (AF_PACKET: `a0`'s queue full); never sent,
+    /// so in neither `sent` nor `lost`.
+    pub(crate) tx_full: u64,
     /// Per stream.
     pub(crate) streams: Vec<StreamResult>,
     /// All streams' latency.
@@ -223,29 +252,41 @@ impl LiveLab {
         let rate = spec.rate_pps.map_or(Rate::Unlimited, Rate::Pps);
         let side_a = self.lab().side(vrhost_lab::Side::A);
         let core = self.cores().generator;
+        let vrs = self.vrs();
+        let dests = self.scale().dests();
+        let send = |duration| -> anyhow::Result<Sent> {
+            match spec.generator {
+                GenKind::LiveFrames => self.generator.run(
+                    side_a,
+                    core,
+                    rate,
+                    (spec.interval, spec.flush),
+                    duration,
+                    stop,
+                ),
+                GenKind::Afpacket => packet_gen::run(
+                    side_a,
+                    core,
+                    vrs,
+                    spec.frame_size,
+                    rate,
+                    &spec.weights,
+                    dests,
+                    spec.interval,
+                    duration,
+                    stop,
+                ),
+            }
+        };
         if !spec.warmup.is_zero() {
-            self.generator.run(
-                side_a,
-                core,
-                rate,
-                (spec.interval, spec.flush),
-                spec.warmup,
-                stop,
-            )?;
+            send(spec.warmup)?;
             std::thread::sleep(spec.drain);
         }
         interrupted(stop)?;
         self.generator.reset()?;
         self.sink.reset()?;
         let other0 = self.sink.other()?;
-        let sent = self.generator.run(
-            side_a,
-            core,
-            rate,
-            (spec.interval, spec.flush),
-            spec.duration,
-            stop,
-        )?;
+        let sent = send(spec.duration)?;
         std::thread::sleep(spec.drain);
         interrupted(stop)?;
         let counts = self.sink.read(other0)?;
@@ -278,6 +319,7 @@ impl LiveLab {
         Ok(TrialResult {
             profile: self.profile(),
             vrs: self.vrs(),
+            scale: self.scale(),
             spec: spec.clone(),
             elapsed_s: elapsed,
             sent: total,
@@ -293,6 +335,7 @@ impl LiveLab {
             missed: sent.missed,
             under_offered: asked_frames.is_some_and(|a| (total as f64) < 0.99 * a),
             bursts: sent.calls,
+            tx_full: sent.tx_full,
             streams,
             latency: all.summary(),
             unsigned: counts.unsigned,
@@ -330,11 +373,15 @@ impl TrialResult {
             .map_or("unpaced".to_string(), |r| format!("{:.4} Mpps", r / 1e6));
         let _ = writeln!(
             s,
-            "{} · {} VR(s) · frame size {} · asked {asked} for {:.2} s",
+            "{} · {} VR(s) · frame size {} · asked {asked} for {:.2} s ({} generator)",
             self.profile.name(),
             self.vrs,
             self.spec.frame_size,
-            self.spec.duration.as_secs_f64()
+            self.spec.duration.as_secs_f64(),
+            match self.spec.generator {
+                GenKind::LiveFrames => "XDP live-frames",
+                GenKind::Afpacket => "AF_PACKET",
+            }
         );
         let _ = writeln!(
             s,
@@ -365,6 +412,13 @@ impl TrialResult {
                 s,
                 "the pacer missed {} tokens: the generator was held off the CPU for a while",
                 self.missed
+            );
+        }
+        if self.tx_full > 0 {
+            let _ = writeln!(
+                s,
+                "the generator's port refused {} frames (its queue was full): not sent",
+                self.tx_full
             );
         }
         if self.unsigned + self.unknown > 0 {

@@ -43,6 +43,7 @@ pub fn config(lab: &Lab, backend: &str, vrs: &[u32]) -> String {
             cores: vec![0],
             vrs: vrs.to_vec(),
             netns_prefix: format!("{}-vr-", lab.prefix()),
+            routes: Vec::new(),
         },
     )
 }
