@@ -39,6 +39,7 @@ use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_dataplane::ring::ring;
 use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VifConfig, VrConfig, Worker};
 use vrhost_fib::{NextHop, NextHopSet, Prefix};
+use vrhost_io::sched::{self, Policy};
 use vrhost_traffic::mem::{RingRx, RingTx};
 use vrhost_traffic::{
     AddrSweep, FrameSize, GenConfig, Generator, Rate, Sink, SinkConfig, SinkSnapshot, Stream,
@@ -432,17 +433,11 @@ impl Drop for InprocDut {
 /// Both threads spin only during a trial; the kernel's RT throttling leaves other tasks 5 %
 /// of each core even then. Without the privilege (not root) the threads stay ordinary.
 fn realtime(on: bool) {
-    let (policy, prio) = if on {
-        (libc::SCHED_FIFO, 1)
+    let _ = sched::set_policy(if on {
+        Policy::Fifo(1)
     } else {
-        (libc::SCHED_OTHER, 0)
-    };
-    let param = libc::sched_param {
-        sched_priority: prio,
-    };
-    // SAFETY: sched_setscheduler on the calling thread (0) with a valid sched_param; no
-    // memory is kept by the kernel.
-    unsafe { libc::sched_setscheduler(0, policy, &param) };
+        Policy::Ordinary
+    });
 }
 
 fn run_worker(mut w: Worker, core: usize, cmd: Receiver<Cmd>, done: Sender<()>) {

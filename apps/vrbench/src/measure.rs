@@ -445,17 +445,8 @@ pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
 
 /// Give the calling thread every CPU and the ordinary scheduling policy again.
 fn ordinary_thread() {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; sched_setaffinity and
-    // sched_setscheduler act on the calling thread (0) with pointers to live locals.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for c in 0..libc::CPU_SETSIZE as usize {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        let param = libc::sched_param { sched_priority: 0 };
-        libc::sched_setscheduler(0, libc::SCHED_OTHER, &param);
-    }
+    let _ = vrhost_io::sched::unpin();
+    let _ = vrhost_io::sched::set_policy(vrhost_io::sched::Policy::Ordinary);
 }
 
 fn is_root() -> bool {

@@ -101,10 +101,7 @@ pub(crate) fn auto_interval(pps: f64) -> Duration {
 /// at most [`RUN_DUTY`] of the core, so CFS tasks there still get the rest (and the
 /// kernel's RT throttling keeps 5 % for them in any case).
 pub(crate) fn realtime() {
-    let param = libc::sched_param { sched_priority: 1 };
-    // SAFETY: sched_setscheduler on this thread (0) with a valid sched_param.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    if rc != 0 {
+    if vrhost_io::sched::set_policy(vrhost_io::sched::Policy::Fifo(1)).is_err() {
         // SAFETY: setpriority on this thread's own id; no memory is passed.
         unsafe {
             libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, GEN_NICE);
