@@ -50,7 +50,7 @@ pub(crate) mod frames;
 mod generator;
 mod histogram;
 pub(crate) mod measurer;
-mod packet_gen;
+pub(crate) mod packet_gen;
 mod sink;
 pub(crate) mod trial;
 mod wheel;

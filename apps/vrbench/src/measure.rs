@@ -47,7 +47,8 @@ use crate::dut_inproc::{DutError, InprocDut, InprocSpec};
 use crate::live::dut::{self as lab_dut, Cores, LiveLab, Profile as LabProfile, Scale};
 use crate::live::frames::Size;
 use crate::live::measurer::LabMeasurer;
-use crate::live::trial::{GEN_MAX_PPS, TrialResult, TrialSpec};
+use crate::live::packet_gen;
+use crate::live::trial::{GEN_MAX_PPS, GenKind, TrialResult, TrialSpec};
 
 /// The tests `measure` can run.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -273,6 +274,11 @@ pub(crate) struct Args {
     /// Frame size on the wire, FCS included (64..=1518).
     #[arg(long, default_value_t = 64)]
     frame_size: usize,
+    /// The lab profiles' generator: stamped XDP live frames (up to 4 Mpps), or vrhost's
+    /// traffic generator over an AF_PACKET socket (up to 1 Mpps: a slower, ordinary-socket
+    /// tester, as TRex's or MoonGen's users know from their software modes).
+    #[arg(long = "gen", value_enum, default_value_t = GenKind::LiveFrames)]
+    generator: GenKind,
     /// VRs (traffic spread evenly unless a test sets the split).
     #[arg(long, default_value_t = 1)]
     vrs: usize,
@@ -412,6 +418,7 @@ pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
             vec![Profile::VrhostInproc]
         },
         frame_size: 64,
+        generator: GenKind::LiveFrames,
         vrs: 1,
         workpoint_vrs: 4,
         routes: 0,
@@ -603,6 +610,7 @@ enum DutKind {
         lab: Box<LiveLab>,
         weights: Vec<f64>,
         size: Size,
+        generator: GenKind,
         last: Option<Box<TrialResult>>,
     },
 }
@@ -667,6 +675,7 @@ impl Dut {
                     lab: Box::new(lab),
                     weights: vec![1.0; vrs],
                     size,
+                    generator: a.generator,
                     last: None,
                 }
             }
@@ -712,18 +721,24 @@ impl Dut {
             // receive work runs inline on the generator's CPU, as the kernel's does, that is
             // less than with no DUT), and never above what it paces within 1 %.
             DutKind::Lab {
-                lab, weights, size, ..
+                lab,
+                weights,
+                size,
+                generator,
+                ..
             } => {
-                let mut spec = TrialSpec::new(
-                    GEN_MAX_PPS,
-                    weights.len() as u32,
-                    Duration::from_millis(500),
-                );
+                let cap = match generator {
+                    GenKind::LiveFrames => GEN_MAX_PPS,
+                    GenKind::Afpacket => packet_gen::MAX_PPS,
+                };
+                let mut spec =
+                    TrialSpec::new(cap, weights.len() as u32, Duration::from_millis(500));
                 spec.rate_pps = None;
                 spec.weights = weights.clone();
                 spec.frame_size = *size;
+                spec.generator = *generator;
                 let r = lab.trial(&spec, &self.stop)?;
-                Ok(r.achieved_pps.min(GEN_MAX_PPS / 0.8))
+                Ok(r.achieved_pps.min(cap / 0.8))
             }
         }
     }
@@ -741,6 +756,7 @@ impl Measurer for Dut {
                 lab,
                 weights,
                 size,
+                generator,
                 last,
             } => {
                 if std::env::var_os("VRBENCH_DEBUG").is_some() {
@@ -749,6 +765,7 @@ impl Measurer for Dut {
                 let mut m = LabMeasurer::new(lab, self.stop.clone());
                 m.template.weights = weights.clone();
                 m.template.frame_size = *size;
+                m.template.generator = *generator;
                 let t = m
                     .trial(load, duration)
                     .map_err(|e| DutError(anyhow::anyhow!("{e}")))?;
@@ -836,6 +853,7 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
         .insert("tests".into(), serde_json::json!(format!("{:?}", a.tests)));
     for (k, v) in [
         ("frame_size", serde_json::json!(a.frame_size)),
+        ("lab_generator", serde_json::json!(a.generator)),
         ("vrs", serde_json::json!(a.vrs)),
         ("routes_per_vr", serde_json::json!(a.routes)),
         ("flows_per_vr", serde_json::json!(a.flows)),

@@ -190,3 +190,52 @@ fn scaling_measures_every_point_of_every_dimension() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `--gen afpacket`: the lab's searches driven by vrhost's traffic generator over an
+/// AF_PACKET socket instead of XDP live frames, recorded as such (root: it builds a lab).
+#[test]
+fn a_lab_search_runs_on_the_af_packet_generator() {
+    if !vrhost_lab::require_root("vrbench measure --gen afpacket") {
+        return;
+    }
+    let out = out_dir("afpacket");
+    let o = Command::new(env!("CARGO_BIN_EXE_vrbench"))
+        .args([
+            "measure",
+            "--duts",
+            "kernel-macvlan",
+            "--gen",
+            "afpacket",
+            "--tests",
+            "ndr",
+            "--mlr-seconds",
+            "0.2,0.4",
+            "--max-shortfall",
+            "none",
+            "--out",
+        ])
+        .arg(&out)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["settings"]["lab_generator"], "afpacket", "{run}");
+    let ms = run["measurements"].as_array().unwrap();
+    let ndr = ms
+        .iter()
+        .find(|m| m["name"] == "mlr/64B/NDR")
+        .and_then(|m| m["value"].as_f64())
+        .unwrap_or_else(|| panic!("no NDR: {ms:?}"));
+    // Searched up to 80 % of what the generator reaches, which is at most 1.25 Mpps.
+    assert!(ndr > 1_000.0 && ndr <= 1.25e6, "NDR {ndr}");
+    for m in ms {
+        for t in m["trials"].as_array().into_iter().flatten() {
+            let (sent, rx) = (t["sent"].as_u64().unwrap(), t["received"].as_u64().unwrap());
+            assert!(sent > 0 && rx <= sent, "{t}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
