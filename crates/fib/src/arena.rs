@@ -372,6 +372,10 @@ pub(crate) struct Snapshot {
     /// bits of trie reference below it): IPv4 while every id but the default's fits a byte
     /// and the arena 16 MiB (see [`Table`](crate::Table)). Fixed for a snapshot's life.
     pub(crate) packed: bool,
+    /// The reference bits of a 32-bit top-level entry: `(1 << PACKED_REF) - 1` if `packed`,
+    /// else all (a field rather than computed from `packed`: one load instead of three
+    /// instructions in every lookup).
+    pub(crate) rmask: u32,
     /// Next-hop id of the default route (0: none). Kept out of the trie, whose leaves hold 0
     /// where only the default covers them; lookups substitute this for a 0 result. Stored in
     /// place (`Release`) by a default-route change, and set before a new build is published,
@@ -407,6 +411,11 @@ impl Snapshot {
             words: Words::reserve(words),
             lw,
             packed,
+            rmask: if packed {
+                (1 << PACKED_REF) - 1
+            } else {
+                u32::MAX
+            },
             default: Box::new(AtomicU32::new(0)),
         }
     }
@@ -566,6 +575,7 @@ impl Arena {
             words: Words::copy_of(&cur.words[..self.bump], cap),
             lw: cur.lw,
             packed: cur.packed,
+            rmask: cur.rmask,
             default: Box::new(AtomicU32::new(cur.default.load(Ordering::Relaxed))),
         };
         // A private copy replaced by a bigger one is simply dropped; a published one stays

@@ -401,8 +401,7 @@ impl<F: Family> Table<F> {
     /// A 32-bit top-level entry as trie reference and cover (0 unless packed).
     #[inline(always)]
     fn split32(s: &Snapshot, e: u32) -> (Ref, u32) {
-        let rmask = if s.packed { PACKED_MASK } else { u32::MAX };
-        (e & rmask, (e & !rmask) >> PACKED_REF)
+        (e & s.rmask, (e & !s.rmask) >> PACKED_REF)
     }
 
     /// Writer: the trie reference of slot `t`.
@@ -569,7 +568,7 @@ impl<F: Family> Table<F> {
         // Per address: its top-level entry as loaded (a leaf, or a node reference; in a
         // packed table with the slot's cover on top), resolved in the last pass.
         let mut ent = [0u32; BATCH];
-        let rmask = if s.packed { PACKED_MASK } else { u32::MAX };
+        let rmask = s.rmask;
         let mut active = 0usize;
         for i in 0..n {
             keys[i] = F::key(addrs[i]);
