@@ -85,8 +85,9 @@
 //! Rejected for IPv4's covers (`docs/perf.md`): 64-bit entries (2 MiB top level: −16 % IPv4
 //! batch lookups) and a separate cover array read only where the trie has no route (−32 %:
 //! that is 86 % of uniformly random destinations on a full table, so it is a second load and
-//! a pass for nearly every address). The packed byte costs about 5 % of IPv4 batch lookups
-//! (a store and a mask per address in the top-level pass, three selects in the last).
+//! a pass for nearly every address). The packed byte costs about 6 % of IPv4 batch lookups
+//! (a store and a mask per address in the top-level pass, three selects in the last) and 3 %
+//! of single ones.
 //!
 //! Not done: a prefix a little longer than `top_bits` (IPv6 /21–/26) still rebuilds every
 //! subtree under it (0.1–0.2 ms for the busiest in the generated table): leaves are fully
