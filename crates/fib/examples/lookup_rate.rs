@@ -4,7 +4,8 @@
 //!
 //! Environment: `TOP=n` sets `Config::top_bits`; `HOT=1` repeats 512 destinations (all
 //! cached: what the lookup costs in instructions alone); `DEFAULT=1` adds a default route (kept
-//! outside the trie, substituted for "no route" by every lookup). Destinations are uniform
+//! outside the trie, substituted for "no route" by every lookup); `SINGLE=1` times single
+//! lookups (`Table::lookup`) instead of batches. Destinations are uniform
 //! random for IPv4 and random within routed prefixes for IPv6, as in `vrbench fib`.
 
 use std::hint::black_box;
@@ -30,21 +31,29 @@ fn run<F: Family>(routes: &[(Prefix<F>, NextHopSet)], mut dst: Vec<F::Addr>, sec
         dst = hot.iter().cycle().take(dst.len()).copied().collect();
     }
     let g = vrhost_fib::pin();
+    let single = std::env::var("SINGLE").is_ok();
     let mut out = vec![None; BATCH];
     let start = Instant::now();
     let (mut rounds, mut best) = (0, 0f64);
     while start.elapsed().as_secs_f64() < secs {
         let t0 = Instant::now();
-        for c in dst.chunks(BATCH) {
-            t.lookup_batch(c, &mut out[..c.len()], &g);
-            black_box(&out);
+        if single {
+            for &a in &dst {
+                black_box(t.lookup(a, &g));
+            }
+        } else {
+            for c in dst.chunks(BATCH) {
+                t.lookup_batch(c, &mut out[..c.len()], &g);
+                black_box(&out);
+            }
         }
         best = best.max(dst.len() as f64 / t0.elapsed().as_secs_f64() / 1e6);
         rounds += 1;
     }
     println!(
-        "{}, top {top_bits} bits: {rounds} rounds, best {best:.1} M/s",
-        F::NAME
+        "{}, top {top_bits} bits{}: {rounds} rounds, best {best:.1} M/s",
+        F::NAME,
+        if single { ", single" } else { "" }
     );
 }
 

@@ -3,9 +3,9 @@
 //! grew during it; then the cost of arena growth itself, by inserting /25s into the full IPv4
 //! table until the arena has grown twice (and the latency of all those inserts); finally, on
 //! the full tables, short prefixes by themselves: the default route (outside the trie: one
-//! store) and other prefixes no longer than the top level's bits — an IPv4 /8 (rebuilds the
-//! subtree of each slot whose cover it changes) and an IPv6 /12 (outside the trie: a store per
-//! top-level slot whose cover it changes).
+//! store) and other prefixes no longer than the top level's bits — an IPv4 /8 and an IPv6 /12
+//! (outside the trie: a store per top-level slot whose cover it changes; in an IPv4 table
+//! with ids wider than a byte, a rebuild of the subtree of each such slot).
 //!
 //! `cargo run --release -p vrhost-fib --example update_outliers [-- short|lengths|churn v4|v6
 //! SECS]` (`short`: only the last part; `lengths`: instead, the update phase's latency by

@@ -356,18 +356,26 @@ impl Drop for Words {
 
 /// One generation of the lookup structure, as readers see it.
 pub(crate) struct Snapshot {
-    /// Top-level entries of a table with covers (IPv6): the low half a leaf `id << 1` or a
-    /// node reference (odd), the high half the id of the best route no longer than the top
-    /// level covering the slot (see [`poptrie::top_entry`](crate::poptrie::top_entry)). Empty
-    /// for a table without (IPv4), whose entries are `top32`.
+    /// Top-level entries of 64 bits (IPv6): the low half a leaf `id << 1` or a node reference
+    /// (odd), the high half the id of the best route no longer than the top level covering the
+    /// slot (see [`poptrie::top_entry`](crate::poptrie::top_entry)). Empty for a table with
+    /// 32-bit entries (IPv4), whose entries are `top32`.
     pub(crate) top: Buf<AtomicU64>,
-    /// Top-level entries of a table without covers: a leaf `id << 1` or a node reference.
-    /// Empty for a table with covers.
+    /// Top-level entries of 32 bits (IPv4): a leaf `id << 1` or a node reference, with the
+    /// slot's cover in the top byte if `packed`. Empty for a table with 64-bit entries.
     pub(crate) top32: Buf<AtomicU32>,
     /// The blobs.
     pub(crate) words: Words,
     /// log2 of the leaf width in bytes (0: u8, 1: u16, 2: u32).
     pub(crate) lw: u32,
+    /// 32-bit top-level entries with the slot's cover in their top byte ([`PACKED_REF`]
+    /// bits of trie reference below it): IPv4 while every id but the default's fits a byte
+    /// and the arena 16 MiB (see [`Table`](crate::Table)). Fixed for a snapshot's life.
+    pub(crate) packed: bool,
+    /// The reference bits of a 32-bit top-level entry: `(1 << PACKED_REF) - 1` if `packed`,
+    /// else all (a field rather than computed from `packed`: one load instead of three
+    /// instructions in every lookup).
+    pub(crate) rmask: u32,
     /// Next-hop id of the default route (0: none). Kept out of the trie, whose leaves hold 0
     /// where only the default covers them; lookups substitute this for a 0 result. Stored in
     /// place (`Release`) by a default-route change, and set before a new build is published,
@@ -393,15 +401,21 @@ impl core::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
-    /// `wide`: 64-bit top-level entries (with covers), else 32-bit ones. All entries start
-    /// as 0 (a leaf "no route", no cover).
-    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, wide: bool) -> Self {
+    /// `wide`: 64-bit top-level entries (with covers), else 32-bit ones, `packed` with the
+    /// covers in their top byte. All entries start as 0 (a leaf "no route", no cover).
+    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, wide: bool, packed: bool) -> Self {
         let n = 1usize << top_bits;
         Snapshot {
             top: Buf::zeroed(if wide { n } else { 0 }),
             top32: Buf::zeroed(if wide { 0 } else { n }),
             words: Words::reserve(words),
             lw,
+            packed,
+            rmask: if packed {
+                (1 << PACKED_REF) - 1
+            } else {
+                u32::MAX
+            },
             default: Box::new(AtomicU32::new(0)),
         }
     }
@@ -417,6 +431,10 @@ impl Snapshot {
         unsafe { (*self.words.as_ptr().add(i)).load(Ordering::Relaxed) }
     }
 }
+
+/// Bits of trie reference in a packed top-level entry (the cover takes the top 8): a node's
+/// word offset must be below `1 << (PACKED_REF - 3)` (16 MiB of arena).
+pub(crate) const PACKED_REF: u32 = 24;
 
 /// Largest blob in words (2 skip words + leafvec + vector + 64 refs + 64 u32 leaves).
 pub(crate) const MAX_BLOB: usize = 2 + 2 + 32 + 32;
@@ -455,10 +473,16 @@ impl core::fmt::Debug for Arena {
 
 impl Arena {
     /// A new arena writing into a fresh, unpublished snapshot.
-    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, wide: bool) -> Self {
+    pub(crate) fn new(top_bits: u8, words: usize, lw: u32, wide: bool, packed: bool) -> Self {
         Arena {
             published: core::ptr::null(),
-            fresh: Some(Box::new(Snapshot::new(top_bits, words.max(64), lw, wide))),
+            fresh: Some(Box::new(Snapshot::new(
+                top_bits,
+                words.max(64),
+                lw,
+                wide,
+                packed,
+            ))),
             bump: 0,
             free: vec![Vec::new(); MAX_BLOB + 1],
             free_words: 0,
@@ -550,6 +574,8 @@ impl Arena {
             top32: copy(&cur.top32, cur.top32.len()),
             words: Words::copy_of(&cur.words[..self.bump], cap),
             lw: cur.lw,
+            packed: cur.packed,
+            rmask: cur.rmask,
             default: Box::new(AtomicU32::new(cur.default.load(Ordering::Relaxed))),
         };
         // A private copy replaced by a bigger one is simply dropped; a published one stays
@@ -648,7 +674,7 @@ mod tests {
     fn growth_in_place_keeps_the_snapshot_offsets_and_contents() {
         let slot = Atomic::null();
         assert!(
-            !fill_and_check(Arena::new(8, 64, 0, true), &slot),
+            !fill_and_check(Arena::new(8, 64, 0, true, false), &slot),
             "growth within the reservation publishes nothing new"
         );
         // SAFETY: test owns the table-less slot; no readers.
@@ -659,7 +685,7 @@ mod tests {
     #[test]
     fn growth_past_the_reservation_copies_with_the_same_offsets() {
         let slot = Atomic::null();
-        let mut a = Arena::new(8, 64, 0, true);
+        let mut a = Arena::new(8, 64, 0, true, false);
         // One page reserved (512 words): the 200 blobs of 3 words do not fit.
         a.fresh.as_mut().expect("unpublished").words = Words::reserve_exact(64, 512);
         assert!(
@@ -691,7 +717,7 @@ mod tests {
     #[test]
     fn retired_blobs_are_reused_only_after_the_grace_period() {
         let slot = Atomic::null();
-        let mut a = Arena::new(8, 4096, 0, true);
+        let mut a = Arena::new(8, 4096, 0, true, false);
         let w = crossbeam_epoch::pin();
         a.finish(&slot, &w);
         let x = a.alloc(&blob(4, 7));

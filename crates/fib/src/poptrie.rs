@@ -7,15 +7,17 @@
 //! visit for the /24s that make up 60 % of it.
 //!
 //! Layout. A direct-pointing top level resolves the first `top_bits` bits (see
-//! [`crate::Family::TOP_BITS`]) into entries holding a 32-bit reference — a leaf `id << 1`, or
-//! a node (odd) — and, in IPv6, the slot's cover ([`top_entry`], 64 bits). Below it each node
+//! [`crate::Family::TOP_BITS`]) into entries holding a reference — a leaf `id << 1`, or a node
+//! (odd) — and the slot's cover: 64-bit entries in IPv6 ([`top_entry`]), 32-bit ones in IPv4
+//! (24-bit reference, cover in the top byte; or, in a table whose ids or arena are too big for
+//! that, a 32-bit reference and the covers expanded into the leaves). Below it each node
 //! consumes 6 bits (64 slots). Slot `v` is either a child node
 //! (bit `v` of `vector` set) or a leaf. Leaves are run-length compressed: bit `v` of `leafvec`
 //! is set where a run of equal leaf values starts (child slots don't break runs), so the leaf
 //! for slot `v` is `leaves[popcnt(leafvec & mask(v)) - 1]`. Leaves are fully expanded: a leaf
 //! already holds the longest match for its slot, including routes inherited from above, so a
-//! lookup is a pure walk with no backtracking. The exceptions are the default route and, in
-//! IPv6, the other routes no longer than the top level: the trie is built as if they did not
+//! lookup is a pure walk with no backtracking. The exceptions are the default route and the
+//! other routes no longer than the top level (the covers): the trie is built as if they did not
 //! exist (leaves only they would cover hold 0, "no route"), and the [`Table`](crate::Table)
 //! substitutes the slot's cover, else the default, for a 0 result (see `table.rs`).
 //!

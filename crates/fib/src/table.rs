@@ -8,14 +8,21 @@
 //!
 //! * the default route (`/0`) is not in the trie at all: its id is one atomic in the
 //!   published snapshot (`Snapshot::default`). Adding, replacing or removing it is one store.
-//! * IPv6: the other routes no longer than `top_bits` are not in the trie either: each
-//!   top-level entry is 64 bits, the slot's trie reference and its *cover*, the id of the
-//!   longest such route covering the slot ([`poptrie::top_entry`]). A change to one is a store
-//!   into each top-level entry whose cover it changes (slots under a more specific short route
-//!   keep theirs: the writer keeps each slot's cover length), whatever lies below them.
-//!   IPv4: entries are 32 bits and the covers are expanded into the leaves like any route, so
-//!   a short prefix rebuilds the subtree of each slot whose cover it changes (mostly a single
-//!   node in IPv4; `Table::COVERS` says why the families differ).
+//! * the other routes no longer than `top_bits` are not in the trie either: each top-level
+//!   entry holds the slot's trie reference and its *cover*, the id of the longest such route
+//!   covering the slot. A change to one is a store into each top-level entry whose cover it
+//!   changes (slots under a more specific short route keep theirs: the writer keeps each
+//!   slot's cover length), whatever lies below them: an IPv4 /8 is 1,024 stores (3 µs; it
+//!   was 0.1–0.2 ms of subtree rebuilds). IPv6 entries are 64 bits, reference and cover
+//!   ([`poptrie::top_entry`]). IPv4 entries stay 32 bits, the cover in the top byte and the
+//!   reference in the other 24 (*packed*, [`Snapshot::packed`]): that needs every id but the
+//!   default's below 256 (1-byte leaves, as a full table with a few dozen peers has) and the
+//!   nodes the entries point to in the first 16 MiB of the arena (a full table uses 5–7).
+//!   A table that has neither is built *unpacked*: 32-bit references, covers expanded into
+//!   the leaves like any route, a short prefix rebuilding the subtree of each slot whose cover
+//!   it changes (as before). The switch is a full rebuild, when an id outgrows a byte (as the
+//!   leaves' widening always was) or a new subtree root does not fit 24 bits; a rebuild tries
+//!   packed again. `Table::WIDE_TOP` says why the families' entries differ.
 //! * a longer prefix lies inside one top-level slot. The writer descends to the level whose
 //!   6-bit stride holds the prefix's last bit (a path-compressed node's folded strides count
 //!   as one level each) and rebuilds only the slots of that level the prefix covers — from the
@@ -25,14 +32,15 @@
 //!   slot's new root is published with one store.
 //!
 //! Every lookup path (single, batch — IPv4, IPv6 scalar and AVX-512 — and so
-//! [`Table::lookup_set`]) turns a trie result of 0 ("no route") into the slot's cover (IPv6),
-//! and that into the default, by selects. Why: leaves are fully expanded (a lookup is a walk
+//! [`Table::lookup_set`]) turns a trie result of 0 ("no route") into the slot's cover, and
+//! that into the default, by selects (an unpacked IPv4 entry has cover 0). Why: leaves are fully expanded (a lookup is a walk
 //! with no backtracking), so a route in the trie is copied into every leaf under it that no
 //! longer route covers, and a change to a short one rebuilt every subtree under it: the
 //! default 53–68 ms on the full tables, IPv6 2400::/12 12–17 ms, an IPv6 /20 0.5–0.7 ms
 //! (`examples/update_outliers.rs`). Outside the trie they cost one store per slot (under
-//! 2 µs), for the price of a select per lookup and, for the covers, a wider top-level entry.
-//! Their ids need no leaf width either: they may be wider than the leaves.
+//! 2 µs), for the price of a select per lookup and, for the covers, a wider top-level entry
+//! (IPv6) or a byte of it (IPv4). The default's id, and IPv6's covers, need no leaf width
+//! either: they may be wider than the leaves.
 //!
 //! New nodes go into the table's [`arena`](crate::arena); replaced ones are retired there and
 //! reused after an epoch grace period. A full-table load (and the rare rebuild when a next-hop
@@ -42,9 +50,11 @@
 //! a change allocates nothing per node.
 //!
 //! Lookups are written once and compiled twice, for baseline x86-64 and with popcnt/BMI,
-//! chosen at run time; the batch lookup has one variant per family shape (fixed depth per
-//! level for IPv4, per-address progress for IPv6's path-compressed nodes), and IPv6 steps eight
-//! addresses at a time with AVX-512 where the CPU has it ([`simd`](crate::simd)).
+//! chosen at run time (IPv4's batch lookup a third time, with AVX2 as well: its passes over
+//! the whole vector vectorise 8 wide, +15 %); the batch lookup has one variant per family
+//! shape (fixed depth per level for IPv4, per-address progress for IPv6's path-compressed
+//! nodes), and IPv6 steps eight addresses at a time with AVX-512 where the CPU has it
+//! ([`simd`](crate::simd)).
 //!
 //! What was measured and rejected (`vrbench fib`, same machine): a separate prefetch pass per
 //! level for IPv6 (the child is now prefetched the moment its reference is computed: +3–10 %);
@@ -57,16 +67,27 @@
 //! top-level pass measured +3 %.
 //!
 //! Atomicity with the default and the covers outside the trie: every change alters exactly
-//! one of the trie, the covers (IPv6) or the default id (the trie depends on neither, the covers not
-//! on the default), and a slot's cover and trie reference are one 64-bit word, so a lookup sees
-//! each change entirely or not at all as far as its slot goes; a reload ([`Table::load`])
-//! builds trie, covers and default into a new snapshot and switches them together with the
-//! snapshot pointer. What a lookup can combine is two *different* changes that both complete
+//! one of the trie, the covers or the default id (the trie depends on neither, the covers not
+//! on the default), and a slot's cover and trie reference are one word (64 bits in IPv6, 32
+//! in a packed IPv4 table; the writer, the only one, stores the whole word each time), so a
+//! lookup sees each change entirely or not at all as far as its slot goes: a /8 replaced
+//! while a /24 under it is added shows each address the /8's old or new next hop, or the
+//! /24. A reload ([`Table::load`]), a widening and a switch between packed and unpacked
+//! build trie, covers and default into a new snapshot and switch them together with the
+//! snapshot pointer (a change that finds its new root too big for a packed entry stores
+//! nothing in the old snapshot before it rebuilds). What a lookup can combine is two *different* changes that both complete
 //! while it runs, since it reads its top-level entry and the default at different moments:
 //! e.g. for an address whose last covering route is removed, the trie after that removal with
 //! the default from before an earlier default change. Each half was published; the pair as
 //! such was never the table's state. A lookup never sees "no route" for an address one route
 //! covered throughout.
+//!
+//! Rejected for IPv4's covers (`docs/perf.md`): 64-bit entries (2 MiB top level: −16 % IPv4
+//! batch lookups) and a separate cover array read only where the trie has no route (−32 %:
+//! that is 86 % of uniformly random destinations on a full table, so it is a second load and
+//! a pass for nearly every address). The packed byte costs about 6 % of IPv4 batch lookups
+//! (a store and a mask per address in the top-level pass, three selects in the last) and 3 %
+//! of single ones.
 //!
 //! Not done: a prefix a little longer than `top_bits` (IPv6 /21–/26) still rebuilds every
 //! subtree under it (0.1–0.2 ms for the busiest in the generated table): leaves are fully
@@ -82,7 +103,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_epoch::{Atomic, Guard, Shared};
 
 use crate::FibError;
-use crate::arena::{Arena, Snapshot};
+use crate::arena::{Arena, PACKED_REF, Snapshot};
 use crate::family::{Family, Key};
 use crate::nexthop::{NextHopSet, NhAlloc, NhSlots};
 use crate::poptrie::{self, Built, Ref};
@@ -149,6 +170,9 @@ struct Writer<F: Family> {
     inh: Vec<u32>,
     /// Per top-level slot: the length of that route (0 = none).
     inh_len: Vec<u8>,
+    /// Largest trie reference a packed top-level entry takes: [`PACKED_MASK`], lower in tests
+    /// (to reach the fallback to unpacked entries without a 16 MiB arena).
+    packed_limit: Ref,
     nh: NhAlloc,
     arena: Arena,
     /// Reused buffers of the update path (no allocation per change once warm): routes under
@@ -236,6 +260,9 @@ fn or_default(r: u32, default: u32) -> u32 {
     if r == 0 { default } else { r }
 }
 
+/// The trie-reference bits of a packed top-level entry.
+const PACKED_MASK: u32 = (1 << PACKED_REF) - 1;
+
 /// Narrowest leaf width (log2 bytes) that holds `max_id`.
 fn leaf_width(max_id: u32) -> u32 {
     match max_id {
@@ -249,18 +276,37 @@ impl<F: Family> Table<F> {
     /// Fold single-child chains into skip headers? (IPv6 only: see [`poptrie`](crate::poptrie).)
     const COMPRESS: bool = F::Key::BITS > 32;
 
-    /// Keep the routes no longer than the top level out of the trie, as the slots' covers in
-    /// 64-bit top-level entries? IPv6 only: measured no slower there (lookup rate 0.98 of
-    /// 32-bit entries with expanded leaves, within noise), but IPv4's batch lookups lost 16 %
-    /// (7 % with every line cached) — its top level is a quarter of the structure it walks and
-    /// doubled to 2 MiB. IPv4 keeps 32-bit entries and the covers expanded into the leaves, so
-    /// a short prefix there rebuilds the slots it covers (an IPv4 slot's subtree is mostly one
-    /// node: 0.1–0.2 ms for a /8).
-    const COVERS: bool = F::Key::BITS > 32;
+    /// Top-level entries of 64 bits, trie reference and cover (IPv6)? Else 32 bits (IPv4),
+    /// with the cover in the top byte while the table is *packed* ([`Snapshot::packed`]),
+    /// expanded into the leaves when not. Why IPv4 differs: 64-bit entries measured no slower
+    /// for IPv6 (0.98 of 32-bit entries, within noise) but cost IPv4's batch lookups 16 % (its
+    /// top level is a quarter of the structure it walks and doubled to 2 MiB); a separate
+    /// cover array read only for trie results of 0 cost it 32 % (that is 86 % of uniform
+    /// destinations: see `docs/perf.md`). A byte of the 32-bit entry costs neither memory nor
+    /// a load.
+    const WIDE_TOP: bool = F::Key::BITS > 32;
 
-    /// Shortest prefix length the trie holds: the covers and the default are outside it.
-    fn trie_min(&self) -> u8 {
-        if Self::COVERS { self.top_bits + 1 } else { 1 }
+    /// Are the routes no longer than the top level out of the trie (the slots' covers, in the
+    /// top-level entries)? Always with 64-bit entries; with 32-bit ones while packed.
+    #[inline(always)]
+    fn covers_out(s: &Snapshot) -> bool {
+        Self::WIDE_TOP || s.packed
+    }
+
+    /// Shortest prefix length the trie holds: the covers (when out) and the default are
+    /// outside it.
+    fn trie_min(&self, s: &Snapshot) -> u8 {
+        if Self::covers_out(s) {
+            self.top_bits + 1
+        } else {
+            1
+        }
+    }
+
+    /// Shortest prefix length whose id must fit the leaf width: the trie's, and with 32-bit
+    /// entries the covers too (in the leaves, or in a byte: packed tables have 1-byte leaves).
+    fn narrow_min(&self) -> u8 {
+        if Self::WIDE_TOP { self.top_bits + 1 } else { 1 }
     }
 
     /// An empty table with the family's default layout.
@@ -274,7 +320,7 @@ impl<F: Family> Table<F> {
     pub fn with_config(config: Config) -> Self {
         let b = config.top_bits;
         assert!((8..=24).contains(&b), "top_bits {b} outside 8..=24");
-        let mut arena = Arena::new(b, 4096, 0, Self::COVERS);
+        let mut arena = Arena::new(b, 4096, 0, Self::WIDE_TOP, !Self::WIDE_TOP);
         arena.settle();
         let snap = Atomic::null();
         arena.finish(&snap, &crossbeam_epoch::pin());
@@ -287,6 +333,7 @@ impl<F: Family> Table<F> {
                 rib: BTreeMap::new(),
                 inh: vec![0; 1 << b],
                 inh_len: vec![0; 1 << b],
+                packed_limit: PACKED_MASK,
                 nh: NhAlloc::new(),
                 arena,
                 scratch: Vec::new(),
@@ -337,7 +384,7 @@ impl<F: Family> Table<F> {
     #[inline(always)]
     fn top(&self, s: &Snapshot, key: F::Key) -> (Ref, u32) {
         let t = key.top(self.top_bits);
-        if Self::COVERS {
+        if Self::WIDE_TOP {
             debug_assert!(t < s.top.len());
             // SAFETY: `top(top_bits)` is below `1 << top_bits`, the top level's length.
             let e = unsafe { s.top.get_unchecked(t) }.load(Ordering::Acquire);
@@ -345,30 +392,46 @@ impl<F: Family> Table<F> {
         } else {
             debug_assert!(t < s.top32.len());
             // SAFETY: as above.
-            (
+            Self::split32(
+                s,
                 unsafe { s.top32.get_unchecked(t) }.load(Ordering::Acquire),
-                0,
             )
         }
     }
 
+    /// A 32-bit top-level entry as trie reference and cover (0 unless packed).
+    #[inline(always)]
+    fn split32(s: &Snapshot, e: u32) -> (Ref, u32) {
+        (e & s.rmask, (e & !s.rmask) >> PACKED_REF)
+    }
+
     /// Writer: the trie reference of slot `t`.
     fn entry(s: &Snapshot, t: usize) -> Ref {
-        if Self::COVERS {
+        if Self::WIDE_TOP {
             s.top[t].load(Ordering::Relaxed) as Ref
         } else {
-            s.top32[t].load(Ordering::Relaxed)
+            Self::split32(s, s.top32[t].load(Ordering::Relaxed)).0
         }
     }
 
-    /// Writer: set slot `t` to trie reference `r` and cover `cover` (ignored without covers:
-    /// then `r` has it expanded); returns the reference it replaced.
-    fn set_entry(s: &Snapshot, t: usize, r: Ref, cover: u32) -> Ref {
-        if Self::COVERS {
+    /// Writer: set slot `t` to trie reference `r` and cover `cover` (ignored when the covers
+    /// are in the leaves); returns the reference it replaced, or `None` — and stores nothing —
+    /// if `r` is over `limit` in a packed entry (a node past the first 16 MiB of the arena:
+    /// the caller rebuilds). `limit` is [`PACKED_MASK`] but in tests.
+    fn set_entry(s: &Snapshot, t: usize, r: Ref, cover: u32, limit: Ref) -> Option<Ref> {
+        debug_assert!(limit <= PACKED_MASK);
+        if Self::WIDE_TOP {
             let e = poptrie::top_entry(r, cover);
-            s.top[t].swap(e, Ordering::AcqRel) as Ref
+            Some(s.top[t].swap(e, Ordering::AcqRel) as Ref)
+        } else if s.packed {
+            if r > limit {
+                return None;
+            }
+            debug_assert!(cover <= 0xff, "cover {cover} in a packed entry");
+            let old = s.top32[t].swap(r | cover << PACKED_REF, Ordering::AcqRel);
+            Some(old & PACKED_MASK)
         } else {
-            s.top32[t].swap(r, Ordering::AcqRel)
+            Some(s.top32[t].swap(r, Ordering::AcqRel))
         }
     }
 
@@ -408,11 +471,7 @@ impl<F: Family> Table<F> {
         // route, by selects (a branch mispredicts on destinations that mix routed and
         // unrouted). The default is loaded after the walk: loading it before measured 20 %
         // slower single IPv6 lookups in `vrbench fib`.
-        let r = if Self::COVERS {
-            or_default(r, cover)
-        } else {
-            r
-        };
+        let r = or_default(r, cover);
         NhId::from_leaf(or_default(r, s.default.load(Ordering::Acquire)))
     }
 
@@ -438,12 +497,27 @@ impl<F: Family> Table<F> {
                 return;
             }
             if fast_bits() {
+                if !Self::COMPRESS && std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has the features `batch_avx2` is compiled for (checked).
+                    unsafe { self.batch_avx2(s, addrs, out) };
+                    return;
+                }
                 // SAFETY: the CPU has the features `batch_x86` is compiled for (checked).
                 unsafe { self.batch_x86(s, addrs, out) };
                 return;
             }
         }
         self.batch_in::<false>(s, addrs, out);
+    }
+
+    /// [`Table::batch_in`] compiled with hardware popcount, BMI and AVX2, for IPv4: the passes
+    /// over the whole vector (keys in, results out) vectorise 8 wide. Measured +15 % on
+    /// IPv4 uniform batch lookups (`examples/lookup_rate.rs`, paired runs; `docs/perf.md`).
+    /// IPv6 takes the AVX-512 step where the CPU has it, else `batch_x86` as before.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt,bmi1,bmi2,avx2")]
+    fn batch_avx2(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
+        self.batch_in::<false>(s, addrs, out)
     }
 
     /// [`Table::batch_in`] compiled with hardware popcount and BMI.
@@ -483,29 +557,36 @@ impl<F: Family> Table<F> {
     /// depth. `default`: the default route's id, for addresses the trie has no route for.
     #[inline(always)]
     fn batch_chunk(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>], default: u32) {
+        // Only 32-bit top-level entries come here (constant: no code).
+        assert!(
+            !Self::WIDE_TOP,
+            "batch_chunk is for 32-bit top-level entries"
+        );
         let n = addrs.len();
         let mut keys = [F::key(addrs[0]); BATCH];
         let mut refs = [0 as Ref; BATCH];
         let mut idx = [0u8; BATCH];
-        // Per address: what "no route" from the trie stands for (the slot's covering short
-        // route, else the default route).
-        let mut cover = [0u32; BATCH];
+        // Per address: its top-level entry as loaded (a leaf, or a node reference; in a
+        // packed table with the slot's cover on top), resolved in the last pass.
+        let mut ent = [0u32; BATCH];
+        let rmask = s.rmask;
         let mut active = 0usize;
         for i in 0..n {
             keys[i] = F::key(addrs[i]);
         }
         for i in 0..n {
-            let (e, c) = self.top(s, keys[i]);
-            if Self::COVERS {
-                cover[i] = or_default(c, default);
-            }
-            out[i] = NhId::from_leaf(e >> 1);
+            let t = keys[i].top(self.top_bits);
+            debug_assert!(t < s.top32.len());
+            // SAFETY: `top(top_bits)` is below `1 << top_bits`, the top level's length.
+            let e = unsafe { s.top32.get_unchecked(t) }.load(Ordering::Acquire);
+            ent[i] = e;
+            let r = e & rmask;
             // Start loading the node as soon as its reference is known (a leaf entry makes a
             // harmless prefetch of some address).
-            poptrie::prefetch(poptrie::node_addr(s, e));
-            refs[active] = e;
+            poptrie::prefetch(poptrie::node_addr(s, r));
+            refs[active] = r;
             idx[active] = i as u8;
-            active += usize::from(!poptrie::is_leaf(e));
+            active += usize::from(!poptrie::is_leaf(r));
         }
         let mut d = u32::from(self.top_bits);
         let mut first = true;
@@ -536,17 +617,18 @@ impl<F: Family> Table<F> {
             active = next;
             d += 6;
         }
-        // "No route" from the trie is the cover, else the default (a select per address, no
-        // branch).
-        if Self::COVERS {
-            for (o, &c) in out.iter_mut().zip(&cover) {
-                *o = o.or(NhId::from_leaf(c));
-            }
-        } else {
-            let default = NhId::from_leaf(default);
-            for o in out.iter_mut() {
-                *o = o.or(default);
-            }
+        // The result: the walk's for a node entry, else the entry's leaf; "no route" from the
+        // trie is the cover, else the default. Selects, in a pass that vectorises (the top
+        // pass above stores the entry once instead of a leaf result and a cover).
+        for (o, &e) in out[..n].iter_mut().zip(&ent) {
+            let walked = o.map_or(0, NhId::get);
+            let r = if poptrie::is_leaf(e) {
+                (e & rmask) >> 1
+            } else {
+                walked
+            };
+            let c = (e & !rmask) >> PACKED_REF;
+            *o = NhId::from_leaf(or_default(or_default(r, c), default));
         }
     }
 
@@ -674,14 +756,15 @@ impl<F: Family> Table<F> {
             w.nh.release(&self.nh, id, &guard);
             return Ok(old_set);
         }
-        if prefix.len() >= self.trie_min() && id > poptrie::leaf_mask(w.arena.cur().lw) {
+        if prefix.len() >= self.narrow_min() && id > poptrie::leaf_mask(w.arena.cur().lw) {
             // The first id too wide for this table's leaves: rebuild at the wider width. (The
-            // ids of the default route and of other routes no longer than the top level are
-            // not in leaves, so they never need one.)
+            // id of the default route is not in leaves, so it never needs one; nor, in 64-bit
+            // top-level entries, do the covers.)
             self.rebuild(&mut w, &guard);
-        } else {
-            self.apply(&mut w, prefix);
+        } else if self.apply(&mut w, prefix) {
             w.arena.finish(&self.snap, &guard);
+        } else {
+            self.rebuild(&mut w, &guard);
         }
         if let Some(o) = old {
             w.nh.release(&self.nh, o, &guard);
@@ -713,8 +796,11 @@ impl<F: Family> Table<F> {
             });
         };
         let set = self.nh.get(id, &guard).expect("live id").clone();
-        self.apply(&mut w, *prefix);
-        w.arena.finish(&self.snap, &guard);
+        if self.apply(&mut w, *prefix) {
+            w.arena.finish(&self.snap, &guard);
+        } else {
+            self.rebuild(&mut w, &guard);
+        }
         w.nh.release(&self.nh, id, &guard);
         self.generation.fetch_add(1, Ordering::Release);
         drop(w);
@@ -767,8 +853,8 @@ impl<F: Family> Table<F> {
         // the other routes no longer than the top level: they are the slots' covers.
         let default = w.rib.first_key_value().filter(|(p, _)| p.len() == 0);
         let default = default.map_or(0, |(_, &id)| id);
-        let trie_min = self.trie_min();
-        let max_id = w.rib.iter().filter(|(p, _)| p.len() >= trie_min);
+        let narrow_min = self.narrow_min();
+        let max_id = w.rib.iter().filter(|(p, _)| p.len() >= narrow_min);
         let max_id = max_id.map(|(_, &id)| id).max().unwrap_or(0);
         // Covers: paint the short routes in order (covering before covered).
         let mut inh = vec![0u32; 1 << s];
@@ -785,25 +871,39 @@ impl<F: Family> Table<F> {
             }
         }
         let lw = leaf_width(max_id);
-        let mut arena = Arena::new(s, deep.len() * 3, lw, Self::COVERS);
-        let mut i = 0;
-        for (t, &cover) in inh.iter().enumerate() {
-            let start = i;
-            while i < deep.len() && deep[i].0.top(s) == t {
-                i += 1;
+        // 32-bit entries are packed (covers in their top byte) when the ids fit a byte; a
+        // build whose nodes do not all fit the packed references is done again unpacked.
+        let mut packed = !Self::WIDE_TOP && lw == 0;
+        let mut arena = loop {
+            let mut arena = Arena::new(s, deep.len() * 3, lw, Self::WIDE_TOP, packed);
+            let out = Self::covers_out(arena.cur());
+            let mut i = 0;
+            let mut fits = true;
+            for (t, &cover) in inh.iter().enumerate() {
+                let start = i;
+                while i < deep.len() && deep[i].0.top(s) == t {
+                    i += 1;
+                }
+                let base = F::Key::from_top(t, s);
+                let inherited = if out { 0 } else { cover };
+                let built = poptrie::build(
+                    base,
+                    s,
+                    inherited,
+                    &deep[start..i],
+                    &mut arena,
+                    Self::COMPRESS,
+                );
+                if Self::set_entry(arena.cur(), t, built.entry(), cover, w.packed_limit).is_none() {
+                    fits = false;
+                    break;
+                }
             }
-            let base = F::Key::from_top(t, s);
-            let inherited = if Self::COVERS { 0 } else { cover };
-            let built = poptrie::build(
-                base,
-                s,
-                inherited,
-                &deep[start..i],
-                &mut arena,
-                Self::COMPRESS,
-            );
-            Self::set_entry(arena.cur(), t, built.entry(), cover);
-        }
+            if fits {
+                break arena;
+            }
+            packed = false;
+        };
         // Headroom for updates: an eighth of the build, at least a few blobs.
         let (used, _, _) = arena.used();
         arena.fit(used / 8 + 4096);
@@ -821,12 +921,18 @@ impl<F: Family> Table<F> {
             .expect("an empty load cannot fail");
     }
 
-    /// Store `built` as top-level slot `t`'s trie, retiring what it replaced.
-    fn publish(w: &mut Writer<F>, t: usize, built: Built) {
-        let old = Self::set_entry(w.arena.cur(), t, built.entry(), w.inh[t]);
+    /// Store `built` as top-level slot `t`'s trie, retiring what it replaced. `false` if it
+    /// does not fit a packed entry (nothing stored: the caller rebuilds).
+    #[must_use]
+    fn publish(w: &mut Writer<F>, t: usize, built: Built) -> bool {
+        let Some(old) = Self::set_entry(w.arena.cur(), t, built.entry(), w.inh[t], w.packed_limit)
+        else {
+            return false;
+        };
         if !poptrie::is_leaf(old) {
             poptrie::retire_deep(&mut w.arena, old);
         }
+        true
     }
 
     /// The best route with `minlen ≤ length ≤ maxlen` covering `key`: `(id, length)`, `(0, 0)`
@@ -876,24 +982,29 @@ impl<F: Family> Table<F> {
     }
 
     /// Rebuild whatever `prefix` (just added, replaced or removed in `w.rib`) affects.
-    fn apply(&self, w: &mut Writer<F>, prefix: Prefix<F>) {
+    /// `false` if a new subtree root does not fit a packed top-level entry: then nothing was
+    /// published, and the caller rebuilds the whole table (`Table::rebuild`).
+    #[must_use]
+    fn apply(&self, w: &mut Writer<F>, prefix: Prefix<F>) -> bool {
         let s = self.top_bits;
         if prefix.len() == 0 {
             // The default route: one store, whatever the table holds. Readers load it with
             // `Acquire`, after the set it names was published (`NhAlloc::acquire`).
             let id = w.rib.get(&prefix).copied().unwrap_or(0);
             w.arena.cur().default.store(id, Ordering::Release);
+            true
         } else if prefix.len() <= s {
-            self.apply_short(w, prefix);
+            self.apply_short(w, prefix)
         } else {
-            self.apply_long(w, prefix);
+            self.apply_long(w, prefix)
         }
     }
 
     /// A route no longer than the top level: not in the trie, but the cover of the top-level
     /// slots it covers, minus those a more specific short route covers. One store per slot
-    /// whose cover changes; no subtree is touched.
-    fn apply_short(&self, w: &mut Writer<F>, prefix: Prefix<F>) {
+    /// whose cover changes; no subtree is touched (unless the covers are in the leaves: an
+    /// unpacked IPv4 table).
+    fn apply_short(&self, w: &mut Writer<F>, prefix: Prefix<F>) -> bool {
         let s = self.top_bits;
         let (key, len) = (prefix.key(), prefix.len());
         let first = key.top(s);
@@ -913,9 +1024,10 @@ impl<F: Family> Table<F> {
                 continue;
             }
             w.inh[t] = value;
-            if Self::COVERS {
+            if Self::covers_out(w.arena.cur()) {
+                // The same reference (it fits), the new cover: one store.
                 let r = Self::entry(w.arena.cur(), t);
-                Self::set_entry(w.arena.cur(), t, r, value);
+                Self::set_entry(w.arena.cur(), t, r, value, PACKED_MASK);
             } else {
                 // Expanded into the slot's leaves: rebuild its subtree (a leaf if no longer
                 // route lies in it).
@@ -924,12 +1036,16 @@ impl<F: Family> Table<F> {
                 Self::routes_under(w, base, s, &mut routes);
                 let built = poptrie::build(base, s, value, &routes, &mut w.arena, Self::COMPRESS);
                 w.scratch = routes;
-                Self::publish(w, t, built);
+                if !Self::publish(w, t, built) {
+                    return false;
+                }
             }
         }
+        true
     }
 
-    fn apply_long(&self, w: &mut Writer<F>, prefix: Prefix<F>) {
+    #[must_use]
+    fn apply_long(&self, w: &mut Writer<F>, prefix: Prefix<F>) -> bool {
         let s = self.top_bits;
         let (key, len) = (prefix.key(), prefix.len());
         let t = key.top(s);
@@ -939,11 +1055,14 @@ impl<F: Family> Table<F> {
             let base = F::Key::from_top(t, s);
             let mut routes = core::mem::take(&mut w.scratch);
             Self::routes_under(w, base, s, &mut routes);
-            let inherited = if Self::COVERS { 0 } else { w.inh[t] };
+            let inherited = if Self::covers_out(w.arena.cur()) {
+                0
+            } else {
+                w.inh[t]
+            };
             let built = poptrie::build(base, s, inherited, &routes, &mut w.arena, Self::COMPRESS);
             w.scratch = routes;
-            Self::publish(w, t, built);
-            return;
+            return Self::publish(w, t, built);
         }
         // Descend level by level (a path-compressed node's folded strides are one level each)
         // to the one whose stride holds the prefix's last bit, or where the path leaves the
@@ -998,7 +1117,7 @@ impl<F: Family> Table<F> {
         let d = lvl.depth;
         let end = u32::from(d) + 6;
         let (first, n, rbase, rlen, inherited) = if u32::from(len) <= end {
-            let inherited = Self::best_cover(w, key, self.trie_min(), len).0;
+            let inherited = Self::best_cover(w, key, self.trie_min(w.arena.cur()), len).0;
             (
                 key.bits6(d),
                 1usize << (end - u32::from(len)),
@@ -1047,14 +1166,19 @@ impl<F: Family> Table<F> {
             lvl.slots[lvl.v] = built;
             built = poptrie::make_node(&lvl.slots, &mut w.arena, Self::COMPRESS);
         }
-        Self::set_entry(w.arena.cur(), t, built.entry(), w.inh[t]);
+        let fits =
+            Self::set_entry(w.arena.cur(), t, built.entry(), w.inh[t], w.packed_limit).is_some();
         // Retire the blobs on the path (the rebuilt slots' old subtrees went above; the other
-        // children are shared with the copies).
-        for &(r, words) in &blobs {
-            poptrie::retire_one(&mut w.arena, r, words);
+        // children are shared with the copies). If the new root did not fit, none of this
+        // was published and the whole arena is about to be replaced: retire nothing.
+        if fits {
+            for &(r, words) in &blobs {
+                poptrie::retire_one(&mut w.arena, r, words);
+            }
         }
         w.path = path;
         w.blobs = blobs;
+        fits
     }
 
     // ---- introspection -----------------------------------------------------------------------
@@ -1110,6 +1234,7 @@ mod tests {
     use super::*;
     use crate::nexthop::NextHop;
     use crate::{V4, V6, tablegen};
+    use std::net::Ipv4Addr;
 
     /// Every batch implementation (scalar, and AVX-512 where the CPU has it) and the single
     /// lookup agree, at each leaf width.
@@ -1158,11 +1283,11 @@ mod tests {
 
     /// Slot `i`'s entry: reference and cover.
     fn top_of<F: Family>(s: &Snapshot, i: usize) -> (Ref, u32) {
-        if Table::<F>::COVERS {
+        if Table::<F>::WIDE_TOP {
             let e = s.top[i].load(Ordering::Relaxed);
             (e as Ref, (e >> 32) as u32)
         } else {
-            (s.top32[i].load(Ordering::Relaxed), 0)
+            Table::<F>::split32(s, s.top32[i].load(Ordering::Relaxed))
         }
     }
 
@@ -1294,9 +1419,33 @@ mod tests {
     /// chains split and re-folded) cannot drift from the builder, which the reference tests
     /// check against a map per length. Prefixes crowd one top-level slot (deep nodes, chains
     /// that a new prefix splits or ends in) and include short ones and the default.
-    fn incremental_is_a_rebuild<F: Family>(ops: &[(bool, u8, u128, u32)], top_bits: u8) {
+    ///
+    /// `wide_ids`: first 300 host routes with distinct next hops in another top-level slot,
+    /// so that the ids outgrow 1-byte leaves: IPv4's unpacked layout (covers in the leaves;
+    /// short prefixes rebuild the subtrees under them), else its packed one.
+    fn incremental_is_a_rebuild<F: Family>(
+        ops: &[(bool, u8, u128, u32)],
+        top_bits: u8,
+        wide_ids: bool,
+    ) {
         let t: Table<F> = Table::with_config(Config { top_bits });
         let bits = F::Key::BITS;
+        if wide_ids {
+            for i in 0..300u128 {
+                let k = F::Key::from_u128_bits(0xfe << 120 | i << 96 | i);
+                let p = Prefix::<F>::from_key(k, bits);
+                t.insert(
+                    p,
+                    NextHop::Attached {
+                        ifindex: 1000 + i as u32,
+                    },
+                )
+                .unwrap();
+            }
+        }
+        let g = crossbeam_epoch::pin();
+        assert_eq!(t.snap(&g).packed, !Table::<F>::WIDE_TOP && !wide_ids);
+        drop(g);
         for &(insert, len, x, v) in ops {
             let len = len % (bits + 1);
             let k = F::Key::from_u128_bits(x).masked(len);
@@ -1340,13 +1489,80 @@ mod tests {
         // the whole top level twice, and the deep structure is the same at any alignment).
         #[test]
         fn incremental_is_a_rebuild_ipv6(ops in ops_strategy(128), top in 0usize..3) {
-            incremental_is_a_rebuild::<V6>(&ops, [8, 11, 16][top]);
+            incremental_is_a_rebuild::<V6>(&ops, [8, 11, 16][top], false);
         }
 
+        /// Packed (covers in the top-level entries, none in the trie).
         #[test]
         fn incremental_is_a_rebuild_ipv4(ops in ops_strategy(32), top in 0usize..3) {
-            incremental_is_a_rebuild::<V4>(&ops, [8, 11, 16][top]);
+            incremental_is_a_rebuild::<V4>(&ops, [8, 11, 16][top], false);
         }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+        /// Unpacked (covers expanded into the leaves).
+        #[test]
+        fn incremental_is_a_rebuild_ipv4_wide_ids(ops in ops_strategy(32), top in 0usize..3) {
+            incremental_is_a_rebuild::<V4>(&ops, [8, 11, 16][top], true);
+        }
+    }
+
+    /// Longest-prefix match by brute force over `routes` (prefix → ifindex).
+    fn brute_lpm(routes: &BTreeMap<(u32, u8), u32>, a: u32) -> Option<u32> {
+        (0..=32u8)
+            .rev()
+            .find_map(|l| routes.get(&(a.masked(l), l)).copied())
+    }
+
+    /// A packed IPv4 table whose new subtree root does not fit a packed entry (here: past a
+    /// lowered limit, in the field past 16 MiB of arena) rebuilds unpacked, and lookups stay
+    /// right throughout, whatever changes come after.
+    #[test]
+    fn packed_overflow_falls_back_to_unpacked() {
+        use rand::{Rng, SeedableRng};
+        let t: Table<V4> = Table::with_config(Config { top_bits: 12 });
+        t.w().packed_limit = 2048 << 3 | 7; // nodes in the first 2048 words only
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut want = BTreeMap::new();
+        let packed = || t.snap(&crossbeam_epoch::pin()).packed;
+        let mut was_packed = false;
+        for round in 0..3000u32 {
+            // Mostly /24s and /16s around 10/8, now and then a short one or a removal.
+            let a: u32 = 0x0a00_0000 | rng.gen_range(0..1u32 << 20) << 4;
+            let len = [24, 24, 24, 16, 20, 8, 12, 28][rng.gen_range(0..8usize)];
+            let k = a.masked(len);
+            let p = Prefix::<V4>::from_key(k, len);
+            if round % 5 == 4 {
+                let old = want.keys().nth(rng.gen_range(0..want.len())).copied();
+                let (k, len) = old.expect("routes in");
+                t.remove(&Prefix::from_key(k, len)).unwrap();
+                want.remove(&(k, len));
+            } else {
+                let v = rng.gen_range(1..6u32);
+                t.insert(p, NextHop::Attached { ifindex: v }).unwrap();
+                want.insert((k, len), v);
+            }
+            was_packed |= packed();
+            if round % 50 == 0 {
+                let g = crossbeam_epoch::pin();
+                for _ in 0..200 {
+                    let a: u32 = 0x0a00_0000 | rng.gen_range(0..1u32 << 24);
+                    let got = t.lookup(Ipv4Addr::from_bits(a), &g);
+                    let got = got.map(|id| match t.nexthops(id, &g).unwrap().hops()[0] {
+                        NextHop::Attached { ifindex } => ifindex,
+                        h => panic!("{h:?}"),
+                    });
+                    assert_eq!(got, brute_lpm(&want, a), "{}", Ipv4Addr::from_bits(a));
+                }
+            }
+        }
+        assert!(was_packed, "started packed");
+        assert!(!packed(), "fell back to unpacked once past the limit");
+        // A reload tries packed again, and falls back again.
+        t.load(t.routes()).unwrap();
+        assert!(!packed());
     }
 
     #[test]

@@ -294,3 +294,69 @@ fn default_route_flips_while_readers_run() {
     assert_eq!(t6.lookup_set(a6("2a00:1451::1")), None);
     assert_eq!(t6.lookup_set(a6("2a00:1450:4002::1")), Some(nh(3).into()));
 }
+
+/// Short prefixes (no longer than the top level: the slots' covers, outside the trie) change
+/// while more-specifics under them come and go and readers run: an address under a flipping
+/// /8 sees its old or new next hop, one under a stable /24 inside it always the /24, one the
+/// /24 covers only half the time the /24 or the /8 — never no route, never another route.
+#[test]
+fn covers_flip_while_readers_run() {
+    let t = Arc::new(Fib4::new());
+    t.insert(p("10.0.0.0/8"), nh(1)).unwrap();
+    t.insert(p("10.1.2.0/24"), nh(3)).unwrap(); // stable, in the 10.1.0.0/18 slot
+    t.insert(p("10.64.0.0/12"), nh(5)).unwrap(); // stable short route inside the /8
+    let stop = Arc::new(AtomicBool::new(false));
+    let checked = Arc::new(AtomicU64::new(0));
+    // What each address may see: the /8's two next hops are 1 and 2.
+    let want: Vec<(Ipv4Addr, &'static [u32])> = vec![
+        (Ipv4Addr::new(10, 200, 0, 1), &[1, 2]), // only the /8: a top-level leaf
+        (Ipv4Addr::new(10, 1, 9, 1), &[1, 2]),   // only the /8, in the /24's slot
+        (Ipv4Addr::new(10, 1, 2, 9), &[3]),      // the stable /24
+        (Ipv4Addr::new(10, 1, 4, 9), &[1, 2, 4]), // the /24 that comes and goes
+        (Ipv4Addr::new(10, 70, 0, 1), &[5]),     // the /12 inside the /8
+        (Ipv4Addr::new(10, 70, 7, 1), &[5, 6]),  // a /24 under the /12 that comes and goes
+    ];
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (t, stop, checked, want) = (t.clone(), stop.clone(), checked.clone(), want.clone());
+            thread::spawn(move || {
+                let addrs: Vec<_> = want.iter().map(|w| w.0).collect();
+                let mut out = vec![None; addrs.len()];
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let g = vrhost_fib::pin();
+                    t.lookup_batch(&addrs, &mut out, &g);
+                    for ((a, ok), id) in want.iter().zip(&out) {
+                        for id in [*id, t.lookup(*a, &g)] {
+                            let id = id.unwrap_or_else(|| panic!("reader {r}: {a} had no route"));
+                            let hop = t.nexthops(id, &g).expect("resolves").hops()[0];
+                            assert!(
+                                ok.iter().any(|&w| hop == nh(w)),
+                                "reader {r}: {a} → {hop:?}"
+                            );
+                        }
+                    }
+                    n += 1;
+                }
+                checked.fetch_add(n, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    for round in 0..20_000u32 {
+        t.insert(p("10.0.0.0/8"), nh(1 + round % 2)).unwrap();
+        match round % 4 {
+            0 => drop(t.insert(p("10.1.4.0/24"), nh(4)).unwrap()),
+            1 => drop(t.insert(p("10.70.7.0/24"), nh(6)).unwrap()),
+            2 => drop(t.remove(&p("10.1.4.0/24")).unwrap()),
+            _ => drop(t.remove(&p("10.70.7.0/24")).unwrap()),
+        }
+        if round % 5_000 == 2_500 {
+            t.load(t.routes()).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("reader saw a torn or missing route");
+    }
+    assert!(checked.load(Ordering::Relaxed) > 0, "readers ran");
+}

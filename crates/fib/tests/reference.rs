@@ -94,13 +94,24 @@ impl FromU128 for u128 {
     }
 }
 
-fn run<F: Family>(ops: &[Op], top_bits: u8)
+/// `wide_ids`: first add 300 host routes with distinct next hops far from the ops' prefixes,
+/// so that ids outgrow 1-byte leaves (IPv4 then keeps its covers in the leaves rather than
+/// in its top-level entries: the other layout).
+fn run<F: Family>(ops: &[Op], top_bits: u8, wide_ids: bool)
 where
     F::Key: FromU128,
 {
     let t: Table<F> = Table::with_config(Config { top_bits });
     let mut r = Reference::<F>::new();
     let mut probes: Vec<F::Key> = Vec::new();
+    if wide_ids {
+        for i in 0..300u32 {
+            let key = to_key::<F>((0xfe_u128 << 120) | (u128::from(i) << 96));
+            let p = Prefix::<F>::new(F::addr(key), F::Key::BITS).unwrap();
+            t.insert(p, nh(1000 + i)).unwrap();
+            r.by_len[usize::from(F::Key::BITS)].insert(key, 1000 + i);
+        }
+    }
     for op in ops {
         match *op {
             Op::Insert(len, k, v) => {
@@ -183,12 +194,22 @@ proptest! {
 
     #[test]
     fn ipv4_matches_reference(ops in ops(32), small in any::<bool>()) {
-        run::<V4>(&ops, if small { 8 } else { V4::TOP_BITS });
+        run::<V4>(&ops, if small { 8 } else { V4::TOP_BITS }, false);
     }
 
     #[test]
     fn ipv6_matches_reference(ops in ops(128), small in any::<bool>()) {
-        run::<V6>(&ops, if small { 8 } else { V6::TOP_BITS });
+        run::<V6>(&ops, if small { 8 } else { V6::TOP_BITS }, false);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// IPv4 with next-hop ids wider than a byte: covers expanded into the leaves.
+    #[test]
+    fn ipv4_matches_reference_wide_ids(ops in ops(32), small in any::<bool>()) {
+        run::<V4>(&ops, if small { 8 } else { V4::TOP_BITS }, true);
     }
 }
 
