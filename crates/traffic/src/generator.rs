@@ -253,6 +253,19 @@ impl<Q: TxQueue + ?Sized> Generator<Q> {
         self.first_ns = None;
     }
 
+    /// The generator's thread was off the CPU for a while (`now` is when it got back): pace
+    /// on from now instead of owing the gap. Frames the rates asked for during the gap are
+    /// neither sent in a catch-up burst nor counted as missed; the caller adds the gap to
+    /// the trial's length. Why: a SCHED_FIFO tester that spins a whole trial is stopped by
+    /// the kernel's real-time throttling for 50 ms of every second (`sched_rt_runtime_us`
+    /// = 950,000), which would otherwise read as a 5 % shortfall of every long trial.
+    pub fn resume_after_gap(&mut self) {
+        let now = self.clock.now_ns();
+        for s in self.streams.iter_mut() {
+            s.pacer.restart(now);
+        }
+    }
+
     /// Counters so far. Sent counts are final once the generator has stopped stepping.
     pub fn stats(&self) -> GenStats {
         GenStats {
