@@ -23,7 +23,7 @@ use common::*;
 use vrhost_dataplane::port::mem::{self, MemPeer};
 use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_dataplane::ring::{Consumer, Producer};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, DemuxKey, IfAddr, Pool, VrConfig, Worker};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, DemuxKey, Pool, VrConfig, Worker};
 use vrhost_fib::NextHop;
 use vrhost_wire::EthernetAddress;
 
@@ -39,9 +39,7 @@ const CHURN_FRAMES: usize = 16;
 const MAX_ITERATIONS: usize = (EGRESS_RING - 2 * WINDOW as usize) / (CHURN_FRAMES / 4);
 
 const HOST4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const NH4: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
 const FAR: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
-const NBR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x02]);
 const STEADY_IN: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
 const STEADY_OUT: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x02]);
 /// Offset of the sequence number in a steady frame (Ethernet + IPv4 + UDP).
@@ -57,21 +55,8 @@ fn churn_out(k: usize) -> EthernetAddress {
 /// A VR the way churned and steady VRs are set up: VIF "in" on port 0, "out" on port 1, a
 /// route via a resolved neighbour on "out".
 fn add_router(dp: &Dataplane, name: &str, mac_in: EthernetAddress, mac_out: EthernetAddress) {
-    let vr = dp.add_vr(VrConfig::new(name)).unwrap();
-    let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
-    let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
-    dp.add_vif(name, vif("in", 0, mac_in, vec![a])).unwrap();
-    dp.add_vif(name, vif("out", 1, mac_out, vec![b])).unwrap();
-    vr.fib4
-        .insert(
-            "198.51.100.0/24".parse().unwrap(),
-            NextHop::Via {
-                addr: NH4.into(),
-                ifindex: 1,
-            },
-        )
-        .unwrap();
-    vr.neigh.set(1, NH4.into(), NBR_MAC);
+    dp.add_vr(VrConfig::new(name)).unwrap();
+    arm_router(dp, name, (0, mac_in), (1, mac_out));
 }
 
 fn steady_frame(seq: u64) -> Vec<u8> {

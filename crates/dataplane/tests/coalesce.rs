@@ -15,12 +15,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use vrhost_dataplane::port::mem;
 use vrhost_dataplane::port::{RxQueue, TxQueue};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VrConfig};
-use vrhost_fib::NextHop;
-use vrhost_wire::EthernetAddress;
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, VrConfig};
 
-const NH: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
-const NBR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x02]);
 const SEQ_AT: usize = 14 + 20 + 8;
 const RING: usize = 16384;
 const FRAMES: u32 = 4000;
@@ -59,20 +55,7 @@ fn run(coalesce: Duration, gap: Duration) -> f64 {
     let tx: Vec<Box<dyn TxQueue>> = vec![Box::new(p0.tx.remove(0)), Box::new(p1.tx.remove(0))];
     let mut worker = dp.worker(0, rx, tx).unwrap();
     let vr = dp.add_vr(VrConfig::new("v")).unwrap();
-    let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
-    let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
-    dp.add_vif("v", vif("in", 0, mac(1), vec![a])).unwrap();
-    dp.add_vif("v", vif("out", 1, mac(2), vec![b])).unwrap();
-    vr.fib4
-        .insert(
-            "198.51.100.0/24".parse().unwrap(),
-            NextHop::Via {
-                addr: NH.into(),
-                ifindex: 1,
-            },
-        )
-        .unwrap();
-    vr.neigh.set(1, NH.into(), NBR_MAC);
+    arm_router(&dp, "v", (0, mac(1)), (1, mac(2)));
 
     let stop = Arc::new(AtomicBool::new(false));
     let t = std::thread::spawn({

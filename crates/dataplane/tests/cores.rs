@@ -18,12 +18,8 @@ use common::*;
 use vrhost_dataplane::port::mem;
 use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VrConfig};
-use vrhost_fib::NextHop;
-use vrhost_wire::EthernetAddress;
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, VrConfig};
 
-const NH: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
-const NBR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x02]);
 const TAG_AT: usize = 14 + 20 + 8;
 const RING: usize = 8192;
 
@@ -67,23 +63,9 @@ fn workers_join_and_leave_under_traffic_without_loss_or_reordering() {
     for (i, name) in ["x", "y"].iter().enumerate() {
         let mut cfg = VrConfig::new(*name);
         cfg.ingress_ring = RING;
-        let vr = dp.add_vr(cfg).unwrap();
-        let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
-        let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
+        dp.add_vr(cfg).unwrap();
         let m = 2 * i as u8;
-        dp.add_vif(name, vif("in", 0, mac(1 + m), vec![a])).unwrap();
-        dp.add_vif(name, vif("out", 1, mac(2 + m), vec![b]))
-            .unwrap();
-        vr.fib4
-            .insert(
-                "198.51.100.0/24".parse().unwrap(),
-                NextHop::Via {
-                    addr: NH.into(),
-                    ifindex: 1,
-                },
-            )
-            .unwrap();
-        vr.neigh.set(1, NH.into(), NBR_MAC);
+        arm_router(&dp, name, (0, mac(1 + m)), (1, mac(2 + m)));
     }
     // Start on worker 0 alone: everything of worker 1 moves there.
     dp.set_active_workers(1).unwrap();
@@ -212,23 +194,9 @@ fn the_scaler_follows_the_load() {
         })
         .collect();
     for (i, name) in ["x", "y"].iter().enumerate() {
-        let vr = dp.add_vr(VrConfig::new(*name)).unwrap();
+        dp.add_vr(VrConfig::new(*name)).unwrap();
         let m = 2 * i as u8;
-        let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
-        let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
-        dp.add_vif(name, vif("in", 0, mac(1 + m), vec![a])).unwrap();
-        dp.add_vif(name, vif("out", 1, mac(2 + m), vec![b]))
-            .unwrap();
-        vr.fib4
-            .insert(
-                "198.51.100.0/24".parse().unwrap(),
-                NextHop::Via {
-                    addr: NH.into(),
-                    ifindex: 1,
-                },
-            )
-            .unwrap();
-        vr.neigh.set(1, NH.into(), NBR_MAC);
+        arm_router(&dp, name, (0, mac(1 + m)), (1, mac(2 + m)));
     }
     dp.set_active_workers(1).unwrap();
     // Low thresholds: here the test thread builds every frame between polls, so even a

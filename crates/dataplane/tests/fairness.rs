@@ -15,14 +15,9 @@ mod common;
 use std::net::Ipv4Addr;
 
 use common::*;
-use vrhost_dataplane::{
-    DpError, Drop, Fairness, IfAddr, MAX_WEIGHT, VECTOR, VrConfig, Watchdog, jain,
-};
-use vrhost_fib::NextHop;
+use vrhost_dataplane::{DpError, Drop, Fairness, MAX_WEIGHT, VECTOR, VrConfig, Watchdog, jain};
 use vrhost_wire::EthernetAddress;
 
-const NH: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
-const NBR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x02]);
 /// Offset of the (VR, sequence) tag in a frame (Ethernet + IPv4 + UDP).
 const TAG_AT: usize = 14 + 20 + 8;
 
@@ -40,25 +35,13 @@ fn rig(n: usize, cfg: impl Fn(usize, &mut VrConfig)) -> Rig {
         let name = format!("vr{i}");
         let mut c = VrConfig::new(name.clone());
         cfg(i, &mut c);
-        let vr = rig.dp.add_vr(c).unwrap();
-        let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
-        let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
-        rig.dp
-            .add_vif(&name, vif("in", i as u16, in_mac(i), vec![a]))
-            .unwrap();
-        rig.dp
-            .add_vif(&name, vif("out", n as u16, out_mac(i), vec![b]))
-            .unwrap();
-        vr.fib4
-            .insert(
-                "198.51.100.0/24".parse().unwrap(),
-                NextHop::Via {
-                    addr: NH.into(),
-                    ifindex: 1,
-                },
-            )
-            .unwrap();
-        vr.neigh.set(1, NH.into(), NBR_MAC);
+        rig.dp.add_vr(c).unwrap();
+        arm_router(
+            &rig.dp,
+            &name,
+            (i as u16, in_mac(i)),
+            (n as u16, out_mac(i)),
+        );
     }
     rig.worker.poll();
     rig

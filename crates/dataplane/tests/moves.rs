@@ -18,12 +18,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use vrhost_dataplane::port::mem::{self, MemPeer};
 use vrhost_dataplane::port::{RxQueue, TxQueue};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VrConfig, Worker};
-use vrhost_fib::NextHop;
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, VrConfig, Worker};
 use vrhost_wire::EthernetAddress;
 
-const NH: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
-const NBR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x02]);
 const TAG_AT: usize = 14 + 20 + 8;
 const RING: usize = 8192;
 
@@ -69,24 +66,10 @@ fn two_with(names: &[&str]) -> Two {
         let mut cfg = VrConfig::new(*name);
         cfg.worker = Some(0);
         cfg.ingress_ring = RING;
-        let vr = dp.add_vr(cfg).unwrap();
+        dp.add_vr(cfg).unwrap();
         dp.pin_vr(name, None).unwrap();
-        let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
-        let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
         let m = 2 * i as u8;
-        dp.add_vif(name, vif("in", 0, mac(1 + m), vec![a])).unwrap();
-        dp.add_vif(name, vif("out", 1, mac(2 + m), vec![b]))
-            .unwrap();
-        vr.fib4
-            .insert(
-                "198.51.100.0/24".parse().unwrap(),
-                NextHop::Via {
-                    addr: NH.into(),
-                    ifindex: 1,
-                },
-            )
-            .unwrap();
-        vr.neigh.set(1, NH.into(), NBR_MAC);
+        arm_router(&dp, name, (0, mac(1 + m)), (1, mac(2 + m)));
     }
     Two {
         pool,

@@ -14,12 +14,9 @@ mod common;
 use std::net::Ipv4Addr;
 
 use common::*;
-use vrhost_dataplane::{Drop, IfAddr, VECTOR, VrConfig};
-use vrhost_fib::NextHop;
+use vrhost_dataplane::{Drop, VECTOR, VrConfig};
 use vrhost_wire::EthernetAddress;
 
-const NH: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
-const NBR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x02]);
 /// Offset of the (VR, sequence) tag in a frame (Ethernet + IPv4 + UDP).
 const TAG_AT: usize = 14 + 20 + 8;
 
@@ -32,26 +29,9 @@ fn rig(pool: usize, ring: usize, x_ring: usize) -> Rig {
         if name == "x" {
             cfg.ingress_ring = x_ring;
         }
-        let vr = rig.dp.add_vr(cfg).unwrap();
+        rig.dp.add_vr(cfg).unwrap();
         let m = 2 * i as u8;
-        let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
-        let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
-        rig.dp
-            .add_vif(name, vif("in", 0, mac(m + 1), vec![a]))
-            .unwrap();
-        rig.dp
-            .add_vif(name, vif("out", 1, mac(m + 2), vec![b]))
-            .unwrap();
-        vr.fib4
-            .insert(
-                "198.51.100.0/24".parse().unwrap(),
-                NextHop::Via {
-                    addr: NH.into(),
-                    ifindex: 1,
-                },
-            )
-            .unwrap();
-        vr.neigh.set(1, NH.into(), NBR_MAC);
+        arm_router(&rig.dp, name, (0, mac(m + 1)), (1, mac(m + 2)));
     }
     rig
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use vrhost_dataplane::port::mem::{self, MemPeer};
 use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VifConfig, Worker};
+use vrhost_fib::NextHop;
 use vrhost_wire::EthernetAddress;
 use vrhost_wire::ip::Protocol;
 use vrhost_wire::{checksum, ipv4, ipv6, udp};
@@ -21,6 +22,37 @@ pub const HOST_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xaa, 0x01
 
 pub fn mac(last: u8) -> EthernetAddress {
     EthernetAddress([0x02, 0, 0, 0, 0, last])
+}
+
+/// The next hop a two-armed test router ([`arm_router`]) sends 198.51.100.0/24 to.
+pub const NH: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
+/// That next hop's MAC, a static neighbour: forwarded frames leave with it as destination.
+pub const NBR_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x02]);
+
+/// Make the VR `name` (already added) a two-armed router: VIF "in" (10.0.0.1/24) on port
+/// `inp.0` with MAC `inp.1`, VIF "out" (10.0.1.1/24) on `out.0` with `out.1`, and
+/// 198.51.100.0/24 via [`NH`] on "out", resolved to [`NBR_MAC`].
+pub fn arm_router(
+    dp: &Dataplane,
+    name: &str,
+    inp: (u16, EthernetAddress),
+    out: (u16, EthernetAddress),
+) {
+    let a = IfAddr::V4(Ipv4Addr::new(10, 0, 0, 1), 24);
+    let b = IfAddr::V4(Ipv4Addr::new(10, 0, 1, 1), 24);
+    dp.add_vif(name, vif("in", inp.0, inp.1, vec![a])).unwrap();
+    dp.add_vif(name, vif("out", out.0, out.1, vec![b])).unwrap();
+    let vr = dp.vr(name).unwrap();
+    vr.fib4
+        .insert(
+            "198.51.100.0/24".parse().unwrap(),
+            NextHop::Via {
+                addr: NH.into(),
+                ifindex: 1,
+            },
+        )
+        .unwrap();
+    vr.neigh.set(1, NH.into(), NBR_MAC);
 }
 
 /// One data plane, `ports` mem ports with one queue each, one worker polling them all.
