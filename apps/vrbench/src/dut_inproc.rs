@@ -326,8 +326,12 @@ impl InprocDut {
                 const GAP: Duration = Duration::from_millis(1);
                 let t0 = Instant::now();
                 let (mut last, mut paused) = (t0, Duration::ZERO);
-                while t0.elapsed().saturating_sub(paused) < duration {
+                loop {
+                    // One clock read per round for both the gap and the end.
                     let now = Instant::now();
+                    if (now - t0).saturating_sub(paused) >= duration {
+                        break;
+                    }
                     if now - last > GAP {
                         paused += now - last;
                         tester_gen.resume_after_gap();

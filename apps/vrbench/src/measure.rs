@@ -965,13 +965,11 @@ fn measure_all(
         }
         max_of.insert(d.name.clone(), max);
     }
-    // Profiles measured again later on DUTs of their own (work points, scaling) keep their
-    // calibrated ceiling.
+    // A DUT's own ceiling (--max-mpps for one not calibrated).
     let ceiling = |name: &str| max_of.get(name).copied().unwrap_or(a.max_mpps * 1e6);
-    let with_max = |s: &MlrSettings, name: &str| {
-        let mut s = s.clone();
-        s.max_load = ceiling(name);
-        s
+    let capped = |s: &MlrSettings, max_load: f64| MlrSettings {
+        max_load,
+        ..s.clone()
     };
     // Work points and scaling run on DUTs of their own (more VRs, routes, flows), with
     // uneven streams the calibration did not see; there the tester keeps up only below the
@@ -979,11 +977,6 @@ fn measure_all(
     // one-VR ceiling at a 4-VR work point), so they search up to that, as every test did
     // before ceilings were per DUT.
     let shared = max_of.values().copied().fold(a.max_mpps * 1e6, f64::min);
-    let shared_max = |s: &MlrSettings| {
-        let mut s = s.clone();
-        s.max_load = shared;
-        s
-    };
     let mlr = mlr_settings(a);
     let secs = |s: f64| Duration::from_secs_f64(s);
     // NDR first: the other tests are placed relative to it.
@@ -999,7 +992,7 @@ fn measure_all(
         for i in order.slots().map(|s| s.dut) {
             let d = &mut duts[i];
             progress.set_stage(&format!("{} NDR/PDR", d.name));
-            let m = with_max(&mlr, &d.name);
+            let m = capped(&mlr, ceiling(&d.name));
             let r = mlr::search(&mut progress.wrap(&mut *d), &m)?;
             let v = r
                 .goal("NDR")
@@ -1135,7 +1128,7 @@ fn measure_all(
                         continue;
                     }
                     let mut d = Dut::open(*p, a, a.workpoint_vrs, stop.clone())?;
-                    let mut short = shared_max(&mlr);
+                    let mut short = capped(&mlr, shared);
                     short.goals.truncate(1); // NDR only
                     let sweep = fairness::sweep(a.workpoint_vrs, Q_DEFAULT, |wp: &WorkPoint| {
                         let rates = wp.rates(1.0).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -1188,7 +1181,7 @@ fn measure_all(
                             let mut d =
                                 Dut::open_with(*p, a, vrs, vifs, routes, flows, stop.clone())?;
                             progress.set_stage(&format!("{} NDR at {x} {dim_label}", d.name));
-                            let s = shared_max(&short);
+                            let s = capped(&short, shared);
                             let r = mlr::search(&mut progress.wrap(&mut d), &s)?;
                             let v = r
                                 .goal("NDR")
