@@ -13,19 +13,26 @@ fn out_dir(name: &str) -> PathBuf {
     d
 }
 
+/// Run `vrbench ARGS --out OUT`, which must succeed; its run record.
+fn run_ok(args: &[&str], out: &std::path::Path) -> (Value, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_vrbench"))
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("running vrbench");
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "vrbench {args:?} failed:\n{stderr}");
+    let run =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    (run, stderr)
+}
+
 #[test]
 fn quick_writes_a_record_a_report_and_plots() {
     let out = out_dir("quick");
-    let o = Command::new(env!("CARGO_BIN_EXE_vrbench"))
-        .args(["quick", "--ci", "--out"])
-        .arg(&out)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("running vrbench quick");
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "vrbench quick --ci failed:\n{stderr}");
-    let run: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    let (run, stderr) = run_ok(&["quick", "--ci"], &out);
     assert_eq!(run["partial"], Value::Bool(false), "{stderr}");
     let ms = run["measurements"].as_array().expect("measurements");
     let find = |name: &str| {
@@ -141,8 +148,8 @@ fn bad_input_is_refused_before_anything_is_built() {
 #[test]
 fn scaling_measures_every_point_of_every_dimension() {
     let out = out_dir("scaling");
-    let o = Command::new(env!("CARGO_BIN_EXE_vrbench"))
-        .args([
+    let (run, _) = run_ok(
+        &[
             "measure",
             "--tests",
             "scaling",
@@ -159,16 +166,9 @@ fn scaling_measures_every_point_of_every_dimension() {
             "--max-shortfall",
             "none",
             "--quiet",
-            "--out",
-        ])
-        .arg(&out)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
-    let run: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+        ],
+        &out,
+    );
     let names: Vec<&str> = run["measurements"]
         .as_array()
         .unwrap()
@@ -199,8 +199,8 @@ fn a_lab_search_runs_on_the_af_packet_generator() {
         return;
     }
     let out = out_dir("afpacket");
-    let o = Command::new(env!("CARGO_BIN_EXE_vrbench"))
-        .args([
+    let (run, _) = run_ok(
+        &[
             "measure",
             "--duts",
             "kernel-macvlan",
@@ -212,16 +212,9 @@ fn a_lab_search_runs_on_the_af_packet_generator() {
             "0.2,0.4",
             "--max-shortfall",
             "none",
-            "--out",
-        ])
-        .arg(&out)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
-    let run: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+        ],
+        &out,
+    );
     assert_eq!(run["settings"]["lab_generator"], "afpacket", "{run}");
     let ms = run["measurements"].as_array().unwrap();
     let ndr = ms
