@@ -25,9 +25,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::pool::{MAX_FRAME, Pool};
+use crate::pool::MAX_FRAME;
 use crate::sched::before;
-use crate::vector::{PktVec, VECTOR};
+use crate::vector::VECTOR;
 
 /// Burst tolerance: this much of the rate may arrive back to back.
 pub(crate) const BURST_NS: u64 = 10_000_000;
@@ -126,35 +126,18 @@ impl Policer {
         self.pkt.t.load(Ordering::Relaxed) | self.bit.t.load(Ordering::Relaxed) != 0
     }
 
-    /// Police the packets of `v` arriving at `now_ns`: those over a limit are freed to the
-    /// pool. Returns (packets, bytes) refused.
-    pub(crate) fn police(&self, pool: &Pool, now_ns: u64, v: &mut PktVec) -> (u64, u64) {
-        let n = v.len();
-        debug_assert!(n <= VECTOR);
+    /// Police `n` packets (at most [`VECTOR`]) arriving at `now_ns`, in order; `len(i)` is
+    /// the `i`th one's length. Returns the bitmap of those refused (bit `i` of word `i / 64`).
+    pub(crate) fn police(&self, now_ns: u64, n: usize, len: impl Fn(usize) -> usize) -> [u64; 4] {
+        assert!(n <= VECTOR, "policing {n} packets at once");
         let now = now_ns.wrapping_mul(TICKS_PER_NS);
         let mut refused = [0u64; 4];
         let t = self.pkt.t.load(Ordering::Relaxed);
         self.pkt.police(now, n, &mut refused, |_| t);
         let tb = self.bit.t.load(Ordering::Relaxed);
-        self.bit.police(now, n, &mut refused, |i| {
-            byte_ticks(tb, usize::from(pool.meta(&v[i]).len))
-        });
-        if refused == [0; 4] {
-            return (0, 0);
-        }
-        let (mut pkts, mut bytes) = (0, 0);
-        let mut keep = PktVec::new();
-        for (i, p) in v.drain(..).enumerate() {
-            if refused[i / 64] >> (i % 64) & 1 != 0 {
-                pkts += 1;
-                bytes += u64::from(pool.meta(&p).len);
-                pool.free(p);
-            } else {
-                keep.push(p);
-            }
-        }
-        *v = keep;
-        (pkts, bytes)
+        self.bit
+            .police(now, n, &mut refused, |i| byte_ticks(tb, len(i)));
+        refused
     }
 }
 
@@ -168,6 +151,26 @@ fn byte_ticks(tb: u64, len: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::Pool;
+    use crate::vector::PktVec;
+
+    /// Police a vector, freeing what is refused; returns (packets, bytes) refused.
+    fn police_vec(p: &Policer, pool: &Pool, now: u64, v: &mut PktVec) -> (u64, u64) {
+        let refused = p.police(now, v.len(), |i| usize::from(pool.meta(&v[i]).len));
+        let (mut pkts, mut bytes) = (0, 0);
+        let mut keep = PktVec::new();
+        for (i, q) in v.drain(..).enumerate() {
+            if refused[i / 64] >> (i % 64) & 1 != 0 {
+                pkts += 1;
+                bytes += u64::from(pool.meta(&q).len);
+                pool.free(q);
+            } else {
+                keep.push(q);
+            }
+        }
+        *v = keep;
+        (pkts, bytes)
+    }
 
     fn vec_of(pool: &Pool, n: usize, len: usize) -> PktVec {
         let mut v = PktVec::new();
@@ -185,18 +188,18 @@ mod tests {
         p.set(Some(10_000), None);
         let t0 = 5_000_000_000;
         let mut v = vec_of(&pool, 256, 60);
-        assert_eq!(p.police(&pool, t0, &mut v), (156, 156 * 60));
+        assert_eq!(police_vec(&p, &pool, t0, &mut v), (156, 156 * 60));
         assert_eq!(v.len(), 100);
         pool.free_all(&mut v);
         // 1 ms later: 10 more.
         let mut v = vec_of(&pool, 50, 60);
-        assert_eq!(p.police(&pool, t0 + 1_000_000, &mut v).0, 40);
+        assert_eq!(police_vec(&p, &pool, t0 + 1_000_000, &mut v).0, 40);
         pool.free_all(&mut v);
         // Over a second of steady offers, the rate.
         let mut admitted = 0;
         for ms in 2..1002u64 {
             let mut v = vec_of(&pool, 20, 60);
-            p.police(&pool, t0 + ms * 1_000_000, &mut v);
+            police_vec(&p, &pool, t0 + ms * 1_000_000, &mut v);
             admitted += v.len();
             pool.free_all(&mut v);
         }
@@ -212,19 +215,23 @@ mod tests {
         p.set(None, Some(8_000_000));
         let t0 = 1_000_000_000;
         let mut v = vec_of(&pool, 10, 1500);
-        assert_eq!(p.police(&pool, t0, &mut v).0, 4, "6 × 1500 fit in 10,000");
+        assert_eq!(
+            police_vec(&p, &pool, t0, &mut v).0,
+            4,
+            "6 × 1500 fit in 10,000"
+        );
         pool.free_all(&mut v);
         // 1,000 bytes left: a 1500-byte frame is refused, a 64-byte one still passes.
         let mut v = vec_of(&pool, 1, 1500);
         v.push(pool.alloc_frame(&[0u8; 64]).unwrap());
-        assert_eq!(p.police(&pool, t0, &mut v), (1, 1500));
+        assert_eq!(police_vec(&p, &pool, t0, &mut v), (1, 1500));
         assert_eq!(pool.meta(&v[0]).len, 64);
         pool.free_all(&mut v);
         // A second later, 1 MB more at most.
         let mut bytes = 0;
         for ms in 1..=1000u64 {
             let mut v = vec_of(&pool, 2, 1500);
-            p.police(&pool, t0 + ms * 1_000_000, &mut v);
+            police_vec(&p, &pool, t0 + ms * 1_000_000, &mut v);
             bytes += v.len() * 1500;
             pool.free_all(&mut v);
         }
@@ -237,14 +244,14 @@ mod tests {
         let p = Policer::default();
         assert!(!p.active());
         let mut v = vec_of(&pool, 256, 1000);
-        assert_eq!(p.police(&pool, 0, &mut v), (0, 0));
+        assert_eq!(police_vec(&p, &pool, 0, &mut v), (0, 0));
         pool.free_all(&mut v);
         // 1000 packets/s (burst 10) and 80 kbit/s (burst 1,000 bytes ⇒ at least one
         // largest frame): the bit meter binds.
         p.set(Some(1000), Some(80_000));
         assert!(p.active());
         let mut v = vec_of(&pool, 20, 500);
-        p.police(&pool, 1 << 40, &mut v);
+        police_vec(&p, &pool, 1 << 40, &mut v);
         assert!(v.len() < 10, "{}", v.len());
         pool.free_all(&mut v);
         p.set(None, None);

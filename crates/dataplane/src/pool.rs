@@ -57,6 +57,7 @@ static NEXT_POOL_ID: AtomicU32 = AtomicU32::new(1);
 
 /// Ownership of one pool slot. Not `Clone`: whoever holds it may read and write the slot.
 #[derive(Debug, PartialEq, Eq)]
+#[repr(C, align(8))]
 pub struct Pkt {
     idx: u32,
     pool: u32,
@@ -67,6 +68,12 @@ impl Pkt {
     #[inline]
     pub fn index(&self) -> u32 {
         self.idx
+    }
+
+    /// Pool id and index in one word (see [`Pool::check`]).
+    #[inline(always)]
+    fn key(&self) -> u64 {
+        u64::from(self.idx) | u64::from(self.pool) << 32
     }
 }
 
@@ -151,6 +158,8 @@ impl Drop for Region {
 /// A fixed set of packet slots shared by ports, workers and the control plane.
 pub struct Pool {
     id: u32,
+    /// `id << 32`: a handle of this pool has `key() - tag` = its index.
+    tag: u64,
     slots: Region,
     meta: Box<[UnsafeCell<Meta>]>,
     free: ArrayQueue<u32>,
@@ -192,8 +201,10 @@ impl Pool {
             // Cannot fail: the queue has room for every slot.
             let _ = free.push(i);
         }
+        let id = NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed);
         Arc::new(Pool {
-            id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
+            id,
+            tag: u64::from(id) << 32,
             slots,
             meta,
             free,
@@ -249,14 +260,16 @@ impl Pool {
         }
     }
 
+    /// Panics unless `p` is a handle of this pool. One subtraction and compare (this runs
+    /// on every access, a dozen times per forwarded packet): for another pool's handle
+    /// `key - tag` is at least 2³², above any capacity.
     #[inline(always)]
     fn check(&self, p: &Pkt) {
         assert!(
-            p.pool == self.id && (p.idx as usize) < self.slots.len,
+            p.key().wrapping_sub(self.tag) < self.slots.len as u64,
             "packet handle from another pool"
         );
     }
-
     /// Give up the handle and keep the slot allocated: the caller now owns slot `index`
     /// through the returned index alone (see "Lending slots to a backend" in the module
     /// docs). Until [`Pool::from_raw`] turns it back, the pool never touches the slot, and
@@ -357,6 +370,20 @@ impl Pool {
             (
                 &mut *self.meta.get_unchecked(i).get(),
                 &mut *self.slots.slots().get_unchecked(i).0.get(),
+            )
+        }
+    }
+
+    /// Metadata and the whole slot, read-only (one check for both).
+    #[inline(always)]
+    pub fn slot(&self, p: &Pkt) -> (&Meta, &[u8; SLOT_SIZE]) {
+        self.check(p);
+        let i = p.idx as usize;
+        // SAFETY: bounded by `check`; `&Pkt` means no `&mut` to this slot exists.
+        unsafe {
+            (
+                &*self.meta.get_unchecked(i).get(),
+                &*self.slots.slots().get_unchecked(i).0.get(),
             )
         }
     }

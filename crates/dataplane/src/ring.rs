@@ -51,7 +51,10 @@ impl Drop for Shared {
 /// The sending end.
 pub struct Producer {
     s: Arc<Shared>,
+    /// Next position to write; packets in [`published`, `tail`) are staged, not yet visible.
     tail: usize,
+    /// The tail the consumer was last shown.
+    published: usize,
     head_cache: usize,
 }
 
@@ -90,6 +93,7 @@ pub fn ring(capacity: usize) -> (Producer, Consumer) {
         Producer {
             s: s.clone(),
             tail: 0,
+            published: 0,
             head_cache: 0,
         },
         Consumer {
@@ -127,8 +131,74 @@ impl Producer {
         // SAFETY: the slot at `tail` is outside [head, tail): only the producer touches it.
         unsafe { (*self.s.buf[self.tail & self.s.mask].get()).write(p) };
         self.tail += 1;
-        self.s.tail.store(self.tail, Ordering::Release);
+        self.publish();
         Ok(())
+    }
+
+    /// Enqueue one packet without showing it to the consumer yet (gives it back if the ring
+    /// is full): a receive burst stages each VR's packets straight into its ring and
+    /// publishes them once at the end ([`Producer::publish`]), so demux needs no staging
+    /// array per VR and the consumer's cache line is touched once per burst.
+    #[inline(always)]
+    pub fn stage(&mut self, p: Pkt) -> Result<(), Pkt> {
+        if self.room(1) == 0 {
+            return Err(p);
+        }
+        // SAFETY: the slot at `tail` is outside [head, tail): only the producer touches it.
+        unsafe { (*self.s.buf[self.tail & self.s.mask].get()).write(p) };
+        self.tail += 1;
+        Ok(())
+    }
+
+    /// Packets staged and not yet published.
+    #[inline(always)]
+    pub fn staged(&self) -> usize {
+        self.tail - self.published
+    }
+
+    /// The `i`th staged packet.
+    ///
+    /// Panics if fewer than `i + 1` are staged.
+    #[inline]
+    pub fn staged_at(&self, i: usize) -> &Pkt {
+        assert!(i < self.staged(), "staged packet {i} of {}", self.staged());
+        // SAFETY: staged positions hold initialised handles that only the producer touches
+        // (the consumer reads below the published tail); `&self` keeps them in place.
+        unsafe { (*self.s.buf[(self.published + i) & self.s.mask].get()).assume_init_ref() }
+    }
+
+    /// Decide the staged packets in order: `keep(i, p)` for the `i`th of them; those it
+    /// refuses go to `refused`, the others close up in order. For policing a burst after it
+    /// was staged.
+    pub fn retain_staged(
+        &mut self,
+        mut keep: impl FnMut(usize, &Pkt) -> bool,
+        mut refused: impl FnMut(Pkt),
+    ) {
+        let mut w = self.published;
+        for (i, pos) in (self.published..self.tail).enumerate() {
+            // SAFETY: staged positions hold initialised handles the consumer cannot see yet
+            // (it reads only below the published tail); each is read exactly once here and
+            // either written back at `w <= pos` or handed on.
+            let p = unsafe { (*self.s.buf[pos & self.s.mask].get()).assume_init_read() };
+            if keep(i, &p) {
+                // SAFETY: `w <= pos`, a staged position already read: free to write.
+                unsafe { (*self.s.buf[w & self.s.mask].get()).write(p) };
+                w += 1;
+            } else {
+                refused(p);
+            }
+        }
+        self.tail = w;
+    }
+
+    /// Show the staged packets to the consumer.
+    #[inline(always)]
+    pub fn publish(&mut self) {
+        if self.published != self.tail {
+            self.published = self.tail;
+            self.s.tail.store(self.tail, Ordering::Release);
+        }
     }
 
     /// Packets queued and not yet taken by the consumer. The cached view of the consumer's
@@ -164,10 +234,8 @@ impl Producer {
             // SAFETY: the `n` slots from `tail` are free (checked by `room`).
             unsafe { (*self.s.buf[(self.tail + i) & self.s.mask].get()).write(p) };
         }
-        if n > 0 {
-            self.tail += n;
-            self.s.tail.store(self.tail, Ordering::Release);
-        }
+        self.tail += n;
+        self.publish();
         n
     }
 }
@@ -309,6 +377,53 @@ mod tests {
         rx.pop_burst(&mut out, 256);
         assert_eq!(out.iter().map(Pkt::index).collect::<Vec<_>>(), first);
         pool.free_all(&mut out);
+    }
+
+    #[test]
+    fn staged_packets_wait_for_publish_and_can_be_refused_in_order() {
+        let pool = Pool::new(16);
+        let (mut tx, mut rx) = ring(8);
+        let mut idx = Vec::new();
+        for _ in 0..6 {
+            let p = pool.alloc().unwrap();
+            idx.push(p.index());
+            tx.stage(p).unwrap();
+        }
+        assert_eq!(tx.staged(), 6);
+        let mut got = PktVec::new();
+        assert_eq!(
+            rx.pop_burst(&mut got, 8),
+            0,
+            "staged packets are not visible"
+        );
+        // Refuse the 2nd and 5th.
+        let mut refused = Vec::new();
+        tx.retain_staged(|i, _| i != 1 && i != 4, |p| refused.push(p));
+        assert_eq!(
+            refused.iter().map(Pkt::index).collect::<Vec<_>>(),
+            [idx[1], idx[4]]
+        );
+        for p in refused {
+            pool.free(p);
+        }
+        tx.publish();
+        assert_eq!(tx.staged(), 0);
+        assert_eq!(rx.pop_burst(&mut got, 8), 4);
+        assert_eq!(
+            got.iter().map(Pkt::index).collect::<Vec<_>>(),
+            [idx[0], idx[2], idx[3], idx[5]]
+        );
+        // The ring's room counts staged packets: 8 fit, the 9th does not.
+        for _ in 0..8 {
+            tx.stage(pool.alloc().unwrap()).unwrap();
+        }
+        let extra = tx.stage(pool.alloc().unwrap()).unwrap_err();
+        pool.free(extra);
+        tx.publish();
+        pool.free_all(&mut got);
+        rx.pop_burst(&mut got, 8);
+        pool.free_all(&mut got);
+        assert_eq!(pool.available(), 16);
     }
 
     #[test]

@@ -53,15 +53,17 @@ impl TxStage {
         }
     }
 
-    /// Stage `p` (its `Meta::port`, `vif` and `len` already set) for transmission. A full
-    /// stage is flushed first.
+    /// Whether port `port`'s stage is full (flush it before the next [`TxStage::push`]).
     #[inline(always)]
-    pub(crate) fn push(&mut self, p: Pkt, port: u16, vif: u16, len: u16, f: &mut Flush<'_>) {
-        let i = usize::from(port);
-        if self.stages[i].pkts.is_full() {
-            self.flush_port(i, f);
-        }
-        let s = &mut self.stages[i];
+    pub(crate) fn full(&self, port: u16) -> bool {
+        self.stages[usize::from(port)].pkts.is_full()
+    }
+
+    /// Stage `p` (its `Meta::port`, `vif` and `len` already set) for transmission; the
+    /// stage must not be [`full`](TxStage::full).
+    #[inline(always)]
+    pub(crate) fn push(&mut self, p: Pkt, port: u16, vif: u16, len: u16) {
+        let s = &mut self.stages[usize::from(port)];
         if s.pkts.is_empty() {
             self.dirty.push(port);
         }
@@ -93,7 +95,7 @@ impl TxStage {
         }
     }
 
-    fn flush_port(&mut self, i: usize, f: &mut Flush<'_>) {
+    pub(crate) fn flush_port(&mut self, i: usize, f: &mut Flush<'_>) {
         let s = &mut self.stages[i];
         let n = s.pkts.len();
         if n == 0 {

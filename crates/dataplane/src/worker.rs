@@ -147,10 +147,17 @@ struct LocalVr {
     producer: Option<Producer>,
     /// On the owner only.
     own: Option<Owned>,
-    staged: PktVec,
-    staged_bytes: u64,
-    /// Packets staged for it in the current receive burst.
+    /// The current receive burst reached this VR (it is in `Worker::touched`).
+    in_burst: bool,
+    /// The VR was quarantined when the burst first reached it.
+    burst_quarantined: bool,
+    /// Packets of the current receive burst demultiplexed to it.
     burst: u32,
+    /// Bytes staged in its ingress ring in the current burst.
+    burst_bytes: u64,
+    /// Packets of the current burst dropped for a full ring, and for quarantine.
+    burst_full: u64,
+    burst_quar: u64,
 }
 
 /// What a receive queue's last burst was like.
@@ -469,10 +476,8 @@ impl Worker {
                 _ => false,
             };
             if !keep && let Some(mut l) = slot.take() {
+                // Nothing is staged between bursts: each burst publishes what it staged.
                 l.producer = None;
-                for p in l.staged.drain(..) {
-                    self.sh.pool.free(p);
-                }
                 if let Some(mut o) = l.own.take() {
                     self.retiring.append(&mut o.consumers);
                 }
@@ -494,9 +499,12 @@ impl Worker {
                     snap: s.clone(),
                     producer,
                     own: None,
-                    staged: PktVec::new(),
-                    staged_bytes: 0,
+                    in_burst: false,
+                    burst_quarantined: false,
                     burst: 0,
+                    burst_bytes: 0,
+                    burst_full: 0,
+                    burst_quar: 0,
                 }
             });
             // Same VR, maybe new VIFs or a new owner.
@@ -757,9 +765,12 @@ impl Worker {
         n
     }
 
-    /// Stage a packet for VR `vr`'s ingress ring; returns packets dropped (ring full,
-    /// policed) if the stage had to be flushed.
-    #[inline]
+    /// Stage a packet in VR `vr`'s ingress ring (published at the end of the burst, see
+    /// [`Worker::flush_staged`]); returns 1 if it was dropped (ring full, VR quarantined).
+    ///
+    /// Why straight into the ring: a per-VR staging vector cost a copy per packet, and
+    /// with many VRs its 2 KiB per VR was memory every burst walked through.
+    #[inline(always)]
     #[expect(clippy::too_many_arguments, reason = "the demux loop's split borrows")]
     fn stage(
         sh: &Shared,
@@ -776,57 +787,76 @@ impl Worker {
             sh.pool.free(p);
             return 1;
         };
-        if l.staged.is_empty() {
+        if !l.in_burst {
+            l.in_burst = true;
+            l.burst_quarantined = l.snap.vr.quarantined.load(Ordering::Relaxed);
             touched.push(vr);
         }
         l.burst += 1;
-        l.staged_bytes += u64::from(len);
-        l.staged.push(p);
-        if l.staged.is_full() {
-            // The VR stays in `touched`; its second flush finds nothing.
-            return Self::admit(sh, id, now, l);
+        if l.burst_quarantined {
+            sh.pool.free(p);
+            l.burst_quar += 1;
+            return 1;
         }
-        0
+        let Some(prod) = l.producer.as_mut() else {
+            sh.pool.free(p);
+            l.burst_full += 1;
+            return 1;
+        };
+        match prod.stage(p) {
+            Ok(()) => {
+                l.burst_bytes += u64::from(len);
+                if prod.staged() == VECTOR {
+                    // The policer decides at most a vector at once.
+                    return Self::admit(sh, id, now, l);
+                }
+                0
+            }
+            Err(p) => {
+                sh.pool.free(p);
+                l.burst_full += 1;
+                1
+            }
+        }
     }
 
-    /// Push a VR's staged packets onto its ingress ring (after its policer, unless it is
-    /// quarantined); returns how many were dropped.
+    /// Police a VR's staged packets (unless it has no policer) and publish the rest to its
+    /// owner; returns how many were policed.
     fn admit(sh: &Shared, worker: usize, now: u64, l: &mut LocalVr) -> u64 {
         let pool = &*sh.pool;
         let vr = &*l.snap.vr;
         let c = &vr.counters[worker];
-        let mut bytes = core::mem::take(&mut l.staged_bytes);
-        if vr.quarantined.load(Ordering::Relaxed) {
-            let n = l.staged.len() as u64;
-            pool.free_all(&mut l.staged);
-            c.drops[Drop::VrQuarantined as usize].add(n);
-            return n;
-        }
-        let mut policed = 0;
-        if vr.policer.active() {
-            let (pk, by) = vr.policer.police(pool, now, &mut l.staged);
-            bytes -= by;
-            policed = pk;
-            c.drops[Drop::VrPoliced as usize].add(pk);
-        }
-        let n = l.staged.len();
-        let pushed = match l.producer.as_mut() {
-            Some(prod) => prod.push_burst(&mut l.staged),
-            None => 0,
+        let Some(prod) = l.producer.as_mut() else {
+            return 0;
         };
-        let refused = (n - pushed) as u64;
-        if refused > 0 {
-            for p in l.staged.drain(..) {
-                bytes -= u64::from(pool.meta(&p).len);
-                pool.free(p);
+        let mut policed = 0;
+        if prod.staged() > 0 && vr.policer.active() {
+            let refused = vr.policer.police(now, prod.staged(), |i| {
+                usize::from(pool.meta(prod.staged_at(i)).len)
+            });
+            if refused != [0; 4] {
+                let mut bytes = 0;
+                prod.retain_staged(
+                    |i, _| refused[i / 64] >> (i % 64) & 1 == 0,
+                    |p| {
+                        policed += 1;
+                        bytes += u64::from(pool.meta(&p).len);
+                        pool.free(p);
+                    },
+                );
+                l.burst_bytes -= bytes;
+                c.drops[Drop::VrPoliced as usize].add(policed);
             }
-            c.drops[Drop::VrIngressFull as usize].add(refused);
         }
+        let pushed = prod.staged();
+        prod.publish();
         c.rx_packets.add(pushed as u64);
-        c.rx_bytes.add(bytes);
-        refused + policed
+        c.rx_bytes.add(core::mem::take(&mut l.burst_bytes));
+        policed
     }
 
+    /// End of a receive burst: publish every touched VR's staged packets and settle its
+    /// counters; returns packets dropped.
     fn flush_staged(
         sh: &Shared,
         id: usize,
@@ -839,11 +869,19 @@ impl Worker {
         while let Some(vr) = touched.pop() {
             if let Some(l) = vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) {
                 dropped += Self::admit(sh, id, now, l);
+                let c = &l.snap.vr.counters[id];
+                if l.burst_full > 0 {
+                    c.drops[Drop::VrIngressFull as usize].add(core::mem::take(&mut l.burst_full));
+                }
+                if l.burst_quar > 0 {
+                    c.drops[Drop::VrQuarantined as usize].add(core::mem::take(&mut l.burst_quar));
+                }
                 if l.burst >= SIGNIFICANT {
                     let _ = track.fed.try_push(vr);
                 }
                 track.top = track.top.max(l.burst);
                 l.burst = 0;
+                l.in_burst = false;
             }
         }
         dropped

@@ -105,8 +105,17 @@ impl<'a> Ctx<'a> {
         m.port = vif.config.port;
         m.vif = vif.id;
         let len = m.len;
-        let mut f = self.settle();
-        self.tx.push(p, vif.config.port, vif.id, len, &mut f);
+        self.send_tagged(p, vif.config.port, vif.id, len);
+    }
+
+    /// Stage a finished frame whose metadata already names its egress `port` and `vif`.
+    #[inline(always)]
+    pub(crate) fn send_tagged(&mut self, p: Pkt, port: u16, vif: u16, len: u16) {
+        if self.tx.full(port) {
+            let mut f = self.settle();
+            self.tx.flush_port(usize::from(port), &mut f);
+        }
+        self.tx.push(p, port, vif, len);
     }
 
     /// Send everything staged.
