@@ -124,6 +124,95 @@ fn local_and_arp_are_punted_malformed_is_counted() {
     assert_eq!(rig.in_use(), 0);
 }
 
+/// One vector mixing good frames to two next hops with every way off the forwarding path
+/// (bad checksum, options, own address, ARP, TTL 1, IPv6): each good frame leaves, in
+/// order, towards its own next hop with its own destination; the rest are counted.
+#[test]
+fn a_mixed_vector_forwards_the_good_frames_in_order_and_counts_the_rest() {
+    let mut rig = Rig::new(2);
+    let vr = Blue::default().build(&mut rig);
+    let nh2 = Ipv4Addr::new(10, 0, 1, 3);
+    vr.fib4
+        .insert(
+            "203.0.113.0/24".parse().unwrap(),
+            NextHop::Via {
+                addr: nh2.into(),
+                ifindex: 1,
+            },
+        )
+        .unwrap();
+    vr.neigh.set(1, nh2.into(), mac(0x33));
+    let mut want = Vec::new();
+    let (mut bad, mut punts, mut ttl) = (0, 0, 0);
+    for i in 0..120u8 {
+        let dst = if i % 3 == 0 {
+            Ipv4Addr::new(203, 0, 113, i)
+        } else {
+            Ipv4Addr::new(198, 51, 100, i)
+        };
+        let mut l3 = udp4(HOST_A, dst, 64, 1000, u16::from(i), b"mixed");
+        let ty = match i % 7 {
+            1 => {
+                l3[10] ^= 0x55;
+                bad += 1;
+                0x0800
+            }
+            2 => {
+                l3 = udp4(HOST_A, A, 64, 1, u16::from(i), b"local");
+                punts += 1;
+                0x0800
+            }
+            3 if i % 2 == 0 => {
+                l3 = udp4(HOST_A, dst, 1, 1, u16::from(i), b"ttl");
+                ttl += 1;
+                0x0800
+            }
+            4 => {
+                l3 = arp_request(HOST_MAC, HOST_A, A);
+                punts += 1;
+                0x0806
+            }
+            _ => {
+                want.push((dst, if i % 3 == 0 { mac(0x33) } else { mac(0x22) }));
+                0x0800
+            }
+        };
+        rig.send(0, &eth(mac(1), HOST_MAC, None, ty, &l3));
+    }
+    rig.run();
+    let out: Vec<_> = rig
+        .recv(1)
+        .into_iter()
+        .filter(|f| {
+            ethernet::Frame::new_checked(&f[..]).unwrap().ethertype() == ethernet::EtherType::IPV4
+        })
+        .filter(|f| {
+            let ip = ipv4::Packet::new_checked(&f[14..]).unwrap();
+            ip.protocol() == vrhost_wire::ip::Protocol::UDP
+        })
+        .collect();
+    let got: Vec<_> = out
+        .iter()
+        .map(|f| {
+            let e = ethernet::Frame::new_checked(&f[..]).unwrap();
+            let ip = ipv4::Packet::new_checked(e.payload()).unwrap();
+            assert!(ip.verify_checksum());
+            assert_eq!(ip.ttl(), 63);
+            (ip.dst_addr(), e.dst_addr())
+        })
+        .collect();
+    assert_eq!(got, want);
+    let s = vr.stats();
+    assert_eq!(s.drop(Drop::Ip4BadChecksum), bad);
+    assert_eq!(s.drop(Drop::TtlExpired), ttl);
+    assert_eq!(vr.punt_len() as u64, punts);
+    while let Some(p) = vr.punt_recv() {
+        rig.pool.free(p);
+    }
+    rig.recv(0);
+    assert_eq!(rig.in_use(), 0);
+}
+
 #[test]
 fn flow_cache_hits_and_follows_route_and_neighbour_changes() {
     let mut rig = blue();
