@@ -150,6 +150,10 @@ pub(crate) struct Shared {
     watchdog_strikes: AtomicU32,
     /// Receive coalescing: how long a worker naps after a light poll, in ns (0 = off).
     rx_coalesce_ns: AtomicU64,
+    /// Bumped after any VR's quarantine flag changes: workers re-read the flags then, and
+    /// demux consults a copy in its own per-VR state instead of each VR's shared flag
+    /// (a cache line per VR per burst with many VRs).
+    pub(crate) quarantine_gen: AtomicU64,
 }
 
 impl Shared {
@@ -286,6 +290,7 @@ impl Dataplane {
             test_now: AtomicU64::new(0),
             fairness: AtomicU8::new(0),
             rx_coalesce_ns: AtomicU64::new(0),
+            quarantine_gen: AtomicU64::new(0),
             scheduler: AtomicU8::new(0),
             watchdog_budget: AtomicU64::new(0),
             watchdog_strikes: AtomicU32::new(3),
@@ -634,7 +639,9 @@ impl Dataplane {
     /// it was quarantined.
     pub fn release_vr(&self, name: &str) -> Result<bool, DpError> {
         let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
-        Ok(s.vr.quarantined.swap(false, Ordering::Relaxed))
+        let was = s.vr.quarantined.swap(false, Ordering::Relaxed);
+        self.0.quarantine_gen.fetch_add(1, Ordering::Release);
+        Ok(was)
     }
 
     /// Move VR `name` to worker `to`. The old owner lets go between two vectors, the new

@@ -142,22 +142,28 @@ struct Owned {
     quarantined: bool,
 }
 
+/// A VR as a worker sees it. Demux's per-packet state comes first and fills the first cache
+/// line (the struct is line-aligned): with many VRs sharing a burst, each packet's VR is a
+/// different one, and the fields demux touches used to lie on several lines.
+#[repr(C, align(64))]
 struct LocalVr {
-    snap: VrSnap,
+    /// The producer end of this worker's ingress ring into the VR.
     producer: Option<Producer>,
-    /// On the owner only.
-    own: Option<Owned>,
-    /// The current receive burst reached this VR (it is in `Worker::touched`).
-    in_burst: bool,
-    /// The VR was quarantined when the burst first reached it.
-    burst_quarantined: bool,
     /// Packets of the current receive burst demultiplexed to it.
     burst: u32,
+    /// The current receive burst reached this VR (it is in `Worker::touched`).
+    in_burst: bool,
+    /// The VR's quarantine flag as of the last change this worker saw (see
+    /// `Shared::quarantine_gen`).
+    quarantined: bool,
     /// Bytes staged in its ingress ring in the current burst.
     burst_bytes: u64,
     /// Packets of the current burst dropped for a full ring, and for quarantine.
-    burst_full: u64,
-    burst_quar: u64,
+    burst_full: u32,
+    burst_quar: u32,
+    snap: VrSnap,
+    /// On the owner only.
+    own: Option<Owned>,
 }
 
 /// What a receive queue's last burst was like.
@@ -250,6 +256,8 @@ pub struct Worker {
     cost_model: Option<CostModel>,
     /// The forwarding nodes' arrays, reused by every vector.
     scratch: Box<Scratch>,
+    /// `Shared::quarantine_gen` when the VRs' quarantine flags were last copied.
+    quarantine_seen: u64,
 }
 
 impl core::fmt::Debug for Worker {
@@ -289,6 +297,7 @@ impl Worker {
             rx_last: 0,
             cost_model: None,
             scratch: Scratch::new(),
+            quarantine_seen: 0,
         };
         w.refresh();
         w.adopt();
@@ -355,6 +364,13 @@ impl Worker {
     /// Returns packets handled (received plus forwarded).
     pub fn poll(&mut self) -> usize {
         self.refresh();
+        let qg = self.sh.quarantine_gen.load(Ordering::Acquire);
+        if qg != self.quarantine_seen {
+            self.quarantine_seen = qg;
+            for l in self.vrs.iter_mut().flatten() {
+                l.quarantined = l.snap.vr.quarantined.load(Ordering::Relaxed);
+            }
+        }
         if !self.adopting.is_empty() {
             self.adopt();
         }
@@ -496,15 +512,15 @@ impl Worker {
                     .unwrap_or_else(|e| e.into_inner())
                     .take();
                 LocalVr {
-                    snap: s.clone(),
                     producer,
-                    own: None,
-                    in_burst: false,
-                    burst_quarantined: false,
                     burst: 0,
+                    in_burst: false,
+                    quarantined: s.vr.quarantined.load(Ordering::Relaxed),
                     burst_bytes: 0,
                     burst_full: 0,
                     burst_quar: 0,
+                    snap: s.clone(),
+                    own: None,
                 }
             });
             // Same VR, maybe new VIFs or a new owner.
@@ -789,11 +805,10 @@ impl Worker {
         };
         if !l.in_burst {
             l.in_burst = true;
-            l.burst_quarantined = l.snap.vr.quarantined.load(Ordering::Relaxed);
             touched.push(vr);
         }
         l.burst += 1;
-        if l.burst_quarantined {
+        if l.quarantined {
             sh.pool.free(p);
             l.burst_quar += 1;
             return 1;
@@ -871,10 +886,12 @@ impl Worker {
                 dropped += Self::admit(sh, id, now, l);
                 let c = &l.snap.vr.counters[id];
                 if l.burst_full > 0 {
-                    c.drops[Drop::VrIngressFull as usize].add(core::mem::take(&mut l.burst_full));
+                    let n = core::mem::take(&mut l.burst_full);
+                    c.drops[Drop::VrIngressFull as usize].add(u64::from(n));
                 }
                 if l.burst_quar > 0 {
-                    c.drops[Drop::VrQuarantined as usize].add(core::mem::take(&mut l.burst_quar));
+                    let n = core::mem::take(&mut l.burst_quar);
+                    c.drops[Drop::VrQuarantined as usize].add(u64::from(n));
                 }
                 if l.burst >= SIGNIFICANT {
                     let _ = track.fed.try_push(vr);
@@ -1089,6 +1106,7 @@ impl Worker {
             crate::sched::Verdict::Quarantine => {
                 c.watchdog_offences.add(1);
                 snap.vr.quarantined.store(true, Ordering::Relaxed);
+                self.sh.quarantine_gen.fetch_add(1, Ordering::Release);
                 o.quarantined = true;
             }
         }
