@@ -7,10 +7,18 @@
 //! `vpopcntq` for the bitmaps, does a step in a fraction of the instructions.
 //!
 //! The lanes compute exactly what the scalar step computes (same blob layout, same
-//! formulas); the addresses that go on are packed to the front of the state arrays with
-//! compress-stores, the finished ones scatter their next-hop id to the result array. The
-//! scalar path stays for CPUs without AVX-512 VPOPCNTDQ and is checked against this one in the
-//! tests.
+//! formulas); the addresses that go on are packed to the front of the state arrays, the
+//! finished ones scatter their next-hop id to the result array. The scalar path stays for CPUs
+//! without AVX-512 VPOPCNTDQ and is checked against this one in the tests.
+//!
+//! Packing is done two ways, picked per CPU vendor ([`compress_store_fast`]): compress-stores
+//! straight to memory (`vpcompressd/q m, k, r`: what Sapphire Rapids was measured with), or
+//! compress into a register and a plain full-width store. On AMD Zen 4 the memory form is
+//! microcoded — 45–60 cycles each against 2–3 for the register form and the store, measured
+//! on this project's EPYC — and with four of them per eight addresses and level it made the
+//! AVX-512 step slower than the scalar one (22 against 29 M lookups/s); the register form
+//! doubled it (`docs/perf.md`). The full-width store writes past the packed entries, into
+//! entries of this group or earlier ones, all already read (see the SAFETY comment).
 
 use core::arch::x86_64::*;
 
@@ -18,12 +26,36 @@ use crate::arena::Snapshot;
 use crate::poptrie::{self, leaf_mask};
 use crate::table::{BATCH, Lanes};
 
+// The full-width stores of a group of eight stay inside the state arrays (see `level`).
+const _: () = assert!(BATCH.is_multiple_of(8));
+
 /// Does this CPU run [`level`]?
 #[inline(always)]
 pub(crate) fn available() -> bool {
     std::is_x86_feature_detected!("avx512f")
         && std::is_x86_feature_detected!("avx512vl")
         && std::is_x86_feature_detected!("avx512vpopcntdq")
+}
+
+/// Does this CPU compress-store to memory as fast as it compresses in a register?
+///
+/// Intel's do (the AVX-512 step was first written and measured on Sapphire Rapids with
+/// `vpcompressd/q` to memory: 60 M IPv6 lookups/s); AMD's Zen 4 microcodes the memory form —
+/// measured here 55 cycles per instruction against 3 for compress-in-register and a plain store
+/// (`docs/perf.md`), four of them per eight addresses and level — so every other vendor takes
+/// the register form. Cached after the first call.
+pub(crate) fn compress_store_fast() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    // 0: not known yet, 1: Intel, 2: another vendor.
+    static VENDOR: AtomicU8 = AtomicU8::new(0);
+    let v = VENDOR.load(Ordering::Relaxed);
+    if v != 0 {
+        return v == 1;
+    }
+    let id = __cpuid(0);
+    let intel = (id.ebx, id.edx, id.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e); // "GenuineIntel"
+    VENDOR.store(if intel { 1 } else { 2 }, Ordering::Relaxed);
+    intel
 }
 
 /// Advance the first `active` addresses of `st` by one node each; the ones that reach a leaf
@@ -35,7 +67,7 @@ pub(crate) fn available() -> bool {
 /// `st.idx[..active]` below `BATCH`.
 #[target_feature(enable = "avx512f,avx512vl,avx512vpopcntdq,popcnt,bmi1,bmi2")]
 #[inline]
-pub(crate) unsafe fn level(
+pub(crate) unsafe fn level<const MEM: bool>(
     s: &Snapshot,
     st: &mut Lanes,
     res: &mut [u32; BATCH],
@@ -62,9 +94,11 @@ pub(crate) unsafe fn level(
         } else {
             (1u8 << (active - a)) - 1
         };
-        // SAFETY: loads and stores of the state arrays are masked to lanes
-        // `a..active` (in bounds); compress-stores write `popcnt(kc)` entries from `next`, and
-        // `next + popcnt(kc) <= a + 8 <= BATCH` with only entries already loaded overwritten.
+        // SAFETY: loads of the state arrays are masked to lanes `a..active` (in bounds);
+        // compress-stores write `popcnt(kc)` entries from `next`, the register form's full
+        // stores 8; `next <= a` (at most one entry kept per lane read) and `a` is a multiple
+        // of 8 below `active <= BATCH` (a multiple of 8), so `next + 8 <= a + 8 <= BATCH`,
+        // and every entry overwritten (below `a + 8`) was already loaded into registers.
         // Gathers are masked to live lanes and read words of published blobs (in bounds, never
         // written while reachable: see `arena`), exactly those the scalar step reads. The
         // scatter writes `res[idx]` with `idx < BATCH`.
@@ -120,10 +154,39 @@ pub(crate) unsafe fn level(
                 _mm512_srlv_epi64(low, _mm512_sub_epi64(c64, used)),
             );
             let nlo = _mm512_sllv_epi64(low, used);
-            _mm256_mask_compressstoreu_epi32(st.refs.as_mut_ptr().add(next) as *mut i32, kc, val32);
-            _mm512_mask_compressstoreu_epi64(st.hi.as_mut_ptr().add(next) as *mut i64, kc, nhi);
-            _mm512_mask_compressstoreu_epi64(st.lo.as_mut_ptr().add(next) as *mut i64, kc, nlo);
-            _mm256_mask_compressstoreu_epi32(st.idx.as_mut_ptr().add(next) as *mut i32, kc, id32);
+            if MEM {
+                _mm256_mask_compressstoreu_epi32(
+                    st.refs.as_mut_ptr().add(next) as *mut i32,
+                    kc,
+                    val32,
+                );
+                _mm512_mask_compressstoreu_epi64(st.hi.as_mut_ptr().add(next) as *mut i64, kc, nhi);
+                _mm512_mask_compressstoreu_epi64(st.lo.as_mut_ptr().add(next) as *mut i64, kc, nlo);
+                _mm256_mask_compressstoreu_epi32(
+                    st.idx.as_mut_ptr().add(next) as *mut i32,
+                    kc,
+                    id32,
+                );
+            } else {
+                // Compressed in registers (merge-masked into the source itself: the zero-masked
+                // form has a false dependency on its destination on Zen 4), stored whole.
+                _mm256_storeu_si256(
+                    st.refs.as_mut_ptr().add(next) as *mut __m256i,
+                    _mm256_mask_compress_epi32(val32, kc, val32),
+                );
+                _mm512_storeu_si512(
+                    st.hi.as_mut_ptr().add(next) as *mut __m512i,
+                    _mm512_mask_compress_epi64(nhi, kc, nhi),
+                );
+                _mm512_storeu_si512(
+                    st.lo.as_mut_ptr().add(next) as *mut __m512i,
+                    _mm512_mask_compress_epi64(nlo, kc, nlo),
+                );
+                _mm256_storeu_si256(
+                    st.idx.as_mut_ptr().add(next) as *mut __m256i,
+                    _mm256_mask_compress_epi32(id32, kc, id32),
+                );
+            }
             kc
         };
         let n = kc.count_ones() as usize;

@@ -253,6 +253,45 @@ fn fast_bits() -> bool {
         && std::is_x86_feature_detected!("bmi2")
 }
 
+/// The batch lookup's level step: scalar (any CPU; IPv4 always).
+const STEP_SCALAR: u8 = 0;
+/// AVX-512, packing the lanes that go on with compress-stores to memory (Intel).
+#[cfg_attr(not(target_arch = "x86_64"), expect(dead_code, reason = "x86-64 only"))]
+const STEP_AVX512_MEM: u8 = 1;
+/// AVX-512, compressing in registers and storing whole vectors (AMD Zen 4, where the memory
+/// form is microcoded; see `simd::compress_store_fast`).
+#[cfg_attr(not(target_arch = "x86_64"), expect(dead_code, reason = "x86-64 only"))]
+const STEP_AVX512_REG: u8 = 2;
+
+/// Which implementation a batch lookup uses ([`Table::lookup_batch_with`], for benchmarks).
+/// IPv4 always takes the scalar step (compiled for the CPU's popcnt/BMI/AVX2); `Avx512*` apply
+/// to IPv6.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// What [`Table::lookup_batch`] picks for this CPU.
+    Auto,
+    /// The scalar step.
+    Scalar,
+    /// AVX-512, compress-stores to memory (what `Auto` picks on Intel).
+    Avx512Mem,
+    /// AVX-512, compress in registers and plain stores (what `Auto` picks on other vendors).
+    Avx512Reg,
+}
+
+impl Kernel {
+    /// Can this CPU run it?
+    pub fn available(self) -> bool {
+        match self {
+            Kernel::Auto | Kernel::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Mem | Kernel::Avx512Reg => simd::available(),
+            #[cfg(not(target_arch = "x86_64"))]
+            Kernel::Avx512Mem | Kernel::Avx512Reg => false,
+        }
+    }
+}
+
 /// A trie result, with "no route" (0) standing for the default route `default` (itself 0 when
 /// there is none).
 #[inline(always)]
@@ -488,12 +527,57 @@ impl<F: Family> Table<F> {
             out.len(),
             "lookup_batch: addrs and out differ in length"
         );
+        self.batch_with(Kernel::Auto, addrs, out, guard);
+    }
+
+    /// [`Table::lookup_batch`] with a chosen implementation, for benchmarks comparing them in
+    /// one binary (`examples/lookup_rate.rs`). Panics if this CPU cannot run `kernel`.
+    #[doc(hidden)]
+    pub fn lookup_batch_with(
+        &self,
+        kernel: Kernel,
+        addrs: &[F::Addr],
+        out: &mut [Option<NhId>],
+        guard: &Guard,
+    ) {
+        assert_eq!(addrs.len(), out.len(), "lookup_batch_with: lengths differ");
+        assert!(
+            kernel.available(),
+            "{kernel:?} needs CPU features this one lacks"
+        );
+        self.batch_with(kernel, addrs, out, guard);
+    }
+
+    #[inline(always)]
+    fn batch_with(
+        &self,
+        kernel: Kernel,
+        addrs: &[F::Addr],
+        out: &mut [Option<NhId>],
+        guard: &Guard,
+    ) {
         let s = self.snap(guard);
         #[cfg(target_arch = "x86_64")]
         {
-            if Self::COMPRESS && simd::available() {
-                // SAFETY: the CPU has the features `batch_avx512` is compiled for (checked).
-                unsafe { self.batch_avx512(s, addrs, out) };
+            let kernel = match kernel {
+                Kernel::Auto if Self::COMPRESS && simd::available() => {
+                    if simd::compress_store_fast() {
+                        Kernel::Avx512Mem
+                    } else {
+                        Kernel::Avx512Reg
+                    }
+                }
+                k => k,
+            };
+            if Self::COMPRESS && kernel == Kernel::Avx512Mem {
+                // SAFETY: the CPU has the features `batch_avx512` is compiled for (checked
+                // above, or by `lookup_batch_with`).
+                unsafe { self.batch_avx512::<STEP_AVX512_MEM>(s, addrs, out) };
+                return;
+            }
+            if Self::COMPRESS && kernel == Kernel::Avx512Reg {
+                // SAFETY: as above.
+                unsafe { self.batch_avx512::<STEP_AVX512_REG>(s, addrs, out) };
                 return;
             }
             if fast_bits() {
@@ -507,7 +591,9 @@ impl<F: Family> Table<F> {
                 return;
             }
         }
-        self.batch_in::<false>(s, addrs, out);
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = kernel;
+        self.batch_in::<STEP_SCALAR>(s, addrs, out);
     }
 
     /// [`Table::batch_in`] compiled with hardware popcount, BMI and AVX2, for IPv4: the passes
@@ -517,36 +603,38 @@ impl<F: Family> Table<F> {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,bmi1,bmi2,avx2")]
     fn batch_avx2(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
-        self.batch_in::<false>(s, addrs, out)
+        self.batch_in::<STEP_SCALAR>(s, addrs, out)
     }
 
     /// [`Table::batch_in`] compiled with hardware popcount and BMI.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,bmi1,bmi2")]
     fn batch_x86(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
-        self.batch_in::<false>(s, addrs, out)
+        self.batch_in::<STEP_SCALAR>(s, addrs, out)
     }
 
-    /// [`Table::batch_in`] with the AVX-512 level step ([`simd`](crate::simd)).
+    /// [`Table::batch_in`] with the AVX-512 level step ([`simd`](crate::simd)); `STEP` is
+    /// [`STEP_AVX512_MEM`] or [`STEP_AVX512_REG`].
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512vpopcntdq,popcnt,bmi1,bmi2")]
-    fn batch_avx512(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
-        self.batch_in::<true>(s, addrs, out)
-    }
-
-    /// `SIMD`: use the AVX-512 level step (only where the caller checked the CPU has it).
-    #[inline(always)]
-    fn batch_in<const SIMD: bool>(
+    fn batch_avx512<const STEP: u8>(
         &self,
         s: &Snapshot,
         addrs: &[F::Addr],
         out: &mut [Option<NhId>],
     ) {
+        self.batch_in::<STEP>(s, addrs, out)
+    }
+
+    /// `STEP`: which level step (`STEP_*`; the AVX-512 ones only where the caller checked the
+    /// CPU has it).
+    #[inline(always)]
+    fn batch_in<const STEP: u8>(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
         // One load for the whole batch: every address sees the same default route.
         let default = s.default.load(Ordering::Acquire);
         for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             if Self::COMPRESS {
-                self.batch_chunk_compressed::<SIMD>(s, a, o, default);
+                self.batch_chunk_compressed::<STEP>(s, a, o, default);
             } else {
                 self.batch_chunk(s, a, o, default);
             }
@@ -636,7 +724,7 @@ impl<F: Family> Table<F> {
     /// each keeps the rest of its key as two words, shifted so that the next bits to consume
     /// are the most significant. `default`: as for [`Table::batch_chunk`].
     #[inline(always)]
-    fn batch_chunk_compressed<const SIMD: bool>(
+    fn batch_chunk_compressed<const STEP: u8>(
         &self,
         s: &Snapshot,
         addrs: &[F::Addr],
@@ -670,11 +758,17 @@ impl<F: Family> Table<F> {
         }
         while active > 0 {
             #[cfg(target_arch = "x86_64")]
-            if SIMD {
-                // SAFETY: `SIMD` is only set by `batch_avx512`, called after checking the CPU;
-                // the lanes hold nodes reached from the top level of `s` under the caller's
-                // guard, and positions below `BATCH`.
-                active = unsafe { simd::level(s, &mut st, &mut res, active) };
+            if STEP != STEP_SCALAR {
+                // SAFETY: `STEP` is only an AVX-512 one in `batch_avx512`, called after
+                // checking the CPU; the lanes hold nodes reached from the top level of `s`
+                // under the caller's guard, and positions below `BATCH`.
+                active = unsafe {
+                    if STEP == STEP_AVX512_MEM {
+                        simd::level::<true>(s, &mut st, &mut res, active)
+                    } else {
+                        simd::level::<false>(s, &mut st, &mut res, active)
+                    }
+                };
                 continue;
             }
             // One branch-free pass per level. Each node was prefetched as soon as its reference
@@ -1259,7 +1353,7 @@ mod tests {
                 [0, 1, 2][usize::from(sets > 255) + usize::from(sets > 65_535)]
             );
             let mut scalar = vec![None; dst.len()];
-            t.batch_in::<false>(s, dst, &mut scalar);
+            t.batch_in::<STEP_SCALAR>(s, dst, &mut scalar);
             for (a, r) in dst.iter().zip(&scalar) {
                 assert_eq!(t.lookup(*a, &g), *r, "{a}");
             }
@@ -1267,8 +1361,18 @@ mod tests {
             if Table::<F>::COMPRESS && simd::available() {
                 let mut v = vec![None; dst.len()];
                 // SAFETY: checked just now.
-                unsafe { t.batch_avx512(s, dst, &mut v) };
-                assert_eq!(v, scalar, "AVX-512 batch differs from scalar, {sets} sets");
+                unsafe { t.batch_avx512::<STEP_AVX512_MEM>(s, dst, &mut v) };
+                assert_eq!(
+                    v, scalar,
+                    "AVX-512 (memory) differs from scalar, {sets} sets"
+                );
+                let mut v = vec![None; dst.len()];
+                // SAFETY: checked just now.
+                unsafe { t.batch_avx512::<STEP_AVX512_REG>(s, dst, &mut v) };
+                assert_eq!(
+                    v, scalar,
+                    "AVX-512 (register) differs from scalar, {sets} sets"
+                );
             }
         }
     }
