@@ -5,7 +5,7 @@
 //! Environment: `TOP=n` sets `Config::top_bits`; `HOT=1` repeats 512 destinations (all
 //! cached: what the lookup costs in instructions alone); `DEFAULT=1` adds a default route (kept
 //! outside the trie, substituted for "no route" by every lookup); `SINGLE=1` times single
-//! lookups (`Table::lookup`) instead of batches; `KERNEL=scalar|avx512-mem|avx512-reg|auto` picks
+//! lookups (`Table::lookup`) instead of batches; `KERNEL=scalar|avx512-gather|avx512-loads|auto` picks
 //! the batch step instead of the CPU's default (`Table::lookup_batch_with`), and a
 //! comma-separated list of them runs their rounds alternately, each also as a ratio to the first
 //! (round by round, so a noisy machine slows both alike); `ROUND=n` lookups per timed round
@@ -43,9 +43,11 @@ fn run<F: Family>(routes: &[(Prefix<F>, NextHopSet)], mut dst: Vec<F::Addr>, sec
             .map(|k| match k {
                 "auto" => Kernel::Auto,
                 "scalar" => Kernel::Scalar,
-                "avx512-mem" => Kernel::Avx512Mem,
-                "avx512-reg" => Kernel::Avx512Reg,
-                k => panic!("KERNEL={k}: auto, scalar, avx512-mem or avx512-reg (comma-separated)"),
+                "avx512-gather" => Kernel::Avx512Gather,
+                "avx512-loads" => Kernel::Avx512Loads,
+                k => panic!(
+                    "KERNEL={k}: auto, scalar, avx512-gather or avx512-loads (comma-separated)"
+                ),
             })
             .collect(),
     };

@@ -436,6 +436,11 @@ impl Snapshot {
 /// word offset must be below `1 << (PACKED_REF - 3)` (16 MiB of arena).
 pub(crate) const PACKED_REF: u32 = 24;
 
+/// Words past the end of any blob that the arena keeps committed, so that a reader may load
+/// them: the AVX-512 step reads the first four words of every node in one load, and the
+/// smallest node has two (see `simd`).
+pub(crate) const READ_PAST: usize = 2;
+
 /// Largest blob in words (2 skip words + leafvec + vector + 64 refs + 64 u32 leaves).
 pub(crate) const MAX_BLOB: usize = 2 + 2 + 32 + 32;
 
@@ -543,8 +548,8 @@ impl Arena {
         } else {
             0
         };
-        if self.bump + pad + n > self.cur().words.len() {
-            self.grow(pad + n);
+        if self.bump + pad + n + READ_PAST > self.cur().words.len() {
+            self.grow(pad + n + READ_PAST);
         }
         if pad >= 2 {
             self.free_now(self.bump, pad);

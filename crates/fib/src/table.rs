@@ -255,13 +255,13 @@ fn fast_bits() -> bool {
 
 /// The batch lookup's level step: scalar (any CPU; IPv4 always).
 const STEP_SCALAR: u8 = 0;
-/// AVX-512, packing the lanes that go on with compress-stores to memory (Intel).
+/// AVX-512 with gathers and compress-stores to memory (Intel; see [`simd`](crate::simd)).
 #[cfg_attr(not(target_arch = "x86_64"), expect(dead_code, reason = "x86-64 only"))]
-const STEP_AVX512_MEM: u8 = 1;
-/// AVX-512, compressing in registers and storing whole vectors (AMD Zen 4, where the memory
-/// form is microcoded; see `simd::compress_store_fast`).
+const STEP_AVX512_GATHER: u8 = 1;
+/// AVX-512 with plain loads and compression in registers (every other vendor: AMD Zen 4
+/// microcodes compress-stores to memory and has slow gathers; see `simd::gathers_fast`).
 #[cfg_attr(not(target_arch = "x86_64"), expect(dead_code, reason = "x86-64 only"))]
-const STEP_AVX512_REG: u8 = 2;
+const STEP_AVX512_LOADS: u8 = 2;
 
 /// Which implementation a batch lookup uses ([`Table::lookup_batch_with`], for benchmarks).
 /// IPv4 always takes the scalar step (compiled for the CPU's popcnt/BMI/AVX2); `Avx512*` apply
@@ -273,10 +273,11 @@ pub enum Kernel {
     Auto,
     /// The scalar step.
     Scalar,
-    /// AVX-512, compress-stores to memory (what `Auto` picks on Intel).
-    Avx512Mem,
-    /// AVX-512, compress in registers and plain stores (what `Auto` picks on other vendors).
-    Avx512Reg,
+    /// AVX-512 with gathers and compress-stores to memory (what `Auto` picks on Intel).
+    Avx512Gather,
+    /// AVX-512 with plain loads and compression in registers (what `Auto` picks on other
+    /// vendors).
+    Avx512Loads,
 }
 
 impl Kernel {
@@ -285,9 +286,9 @@ impl Kernel {
         match self {
             Kernel::Auto | Kernel::Scalar => true,
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512Mem | Kernel::Avx512Reg => simd::available(),
+            Kernel::Avx512Gather | Kernel::Avx512Loads => simd::available(),
             #[cfg(not(target_arch = "x86_64"))]
-            Kernel::Avx512Mem | Kernel::Avx512Reg => false,
+            Kernel::Avx512Gather | Kernel::Avx512Loads => false,
         }
     }
 }
@@ -561,23 +562,23 @@ impl<F: Family> Table<F> {
         {
             let kernel = match kernel {
                 Kernel::Auto if Self::COMPRESS && simd::available() => {
-                    if simd::compress_store_fast() {
-                        Kernel::Avx512Mem
+                    if simd::gathers_fast() {
+                        Kernel::Avx512Gather
                     } else {
-                        Kernel::Avx512Reg
+                        Kernel::Avx512Loads
                     }
                 }
                 k => k,
             };
-            if Self::COMPRESS && kernel == Kernel::Avx512Mem {
+            if Self::COMPRESS && kernel == Kernel::Avx512Gather {
                 // SAFETY: the CPU has the features `batch_avx512` is compiled for (checked
                 // above, or by `lookup_batch_with`).
-                unsafe { self.batch_avx512::<STEP_AVX512_MEM>(s, addrs, out) };
+                unsafe { self.batch_avx512::<STEP_AVX512_GATHER>(s, addrs, out) };
                 return;
             }
-            if Self::COMPRESS && kernel == Kernel::Avx512Reg {
+            if Self::COMPRESS && kernel == Kernel::Avx512Loads {
                 // SAFETY: as above.
-                unsafe { self.batch_avx512::<STEP_AVX512_REG>(s, addrs, out) };
+                unsafe { self.batch_avx512::<STEP_AVX512_LOADS>(s, addrs, out) };
                 return;
             }
             if fast_bits() {
@@ -614,7 +615,7 @@ impl<F: Family> Table<F> {
     }
 
     /// [`Table::batch_in`] with the AVX-512 level step ([`simd`](crate::simd)); `STEP` is
-    /// [`STEP_AVX512_MEM`] or [`STEP_AVX512_REG`].
+    /// [`STEP_AVX512_GATHER`] or [`STEP_AVX512_LOADS`].
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512vpopcntdq,popcnt,bmi1,bmi2")]
     fn batch_avx512<const STEP: u8>(
@@ -763,7 +764,7 @@ impl<F: Family> Table<F> {
                 // checking the CPU; the lanes hold nodes reached from the top level of `s`
                 // under the caller's guard, and positions below `BATCH`.
                 active = unsafe {
-                    if STEP == STEP_AVX512_MEM {
+                    if STEP == STEP_AVX512_GATHER {
                         simd::level::<true>(s, &mut st, &mut res, active)
                     } else {
                         simd::level::<false>(s, &mut st, &mut res, active)
@@ -1361,14 +1362,14 @@ mod tests {
             if Table::<F>::COMPRESS && simd::available() {
                 let mut v = vec![None; dst.len()];
                 // SAFETY: checked just now.
-                unsafe { t.batch_avx512::<STEP_AVX512_MEM>(s, dst, &mut v) };
+                unsafe { t.batch_avx512::<STEP_AVX512_GATHER>(s, dst, &mut v) };
                 assert_eq!(
                     v, scalar,
                     "AVX-512 (memory) differs from scalar, {sets} sets"
                 );
                 let mut v = vec![None; dst.len()];
                 // SAFETY: checked just now.
-                unsafe { t.batch_avx512::<STEP_AVX512_REG>(s, dst, &mut v) };
+                unsafe { t.batch_avx512::<STEP_AVX512_LOADS>(s, dst, &mut v) };
                 assert_eq!(
                     v, scalar,
                     "AVX-512 (register) differs from scalar, {sets} sets"
