@@ -172,6 +172,10 @@ impl Memory {
 
 struct Writer<F: Family> {
     rib: BTreeMap<Prefix<F>, u32>,
+    /// With blocks: the routes of `rib` that are sub-covers (`top_bits` < length ≤
+    /// `top_bits + 6`), so that a change to one scans only them, not every route under it (a
+    /// /22 may have hundreds).
+    mid: BTreeMap<Prefix<F>, u32>,
     /// Per top-level slot: the best route with 1 ≤ length ≤ top_bits covering it (0 = none),
     /// the high half of its top-level entry.
     inh: Vec<u32>,
@@ -411,6 +415,7 @@ impl<F: Family> Table<F> {
             generation: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 rib: BTreeMap::new(),
+                mid: BTreeMap::new(),
                 inh: vec![0; 1 << b],
                 inh_len: vec![0; 1 << b],
                 packed_limit: PACKED_MASK,
@@ -915,6 +920,9 @@ impl<F: Family> Table<F> {
         let mut w = self.w();
         let id = w.nh.acquire(&self.nh, &set, &guard)?;
         let old = w.rib.insert(prefix, id);
+        if self.is_mid(prefix) {
+            w.mid.insert(prefix, id);
+        }
         let old_set = old.map(|o| self.nh.get(o, &guard).expect("live id").clone());
         if old == Some(id) {
             w.nh.release(&self.nh, id, &guard);
@@ -959,6 +967,7 @@ impl<F: Family> Table<F> {
                 prefix: prefix.to_string(),
             });
         };
+        w.mid.remove(prefix);
         let set = self.nh.get(id, &guard).expect("live id").clone();
         if self.apply(&mut w, *prefix) {
             w.arena.finish(&self.snap, &guard);
@@ -1000,6 +1009,12 @@ impl<F: Family> Table<F> {
             }
         }
         let old_rib = core::mem::replace(&mut w.rib, rib);
+        w.mid = w
+            .rib
+            .iter()
+            .filter(|(p, _)| self.is_mid(**p))
+            .map(|(p, &id)| (*p, id))
+            .collect();
         self.rebuild(&mut w, &guard);
         for id in old_rib.into_values() {
             w.nh.release(&self.nh, id, &guard);
@@ -1135,6 +1150,11 @@ impl<F: Family> Table<F> {
         }
     }
 
+    /// Is `p` a sub-cover (with blocks: `top_bits` < length ≤ `top_bits + 6`)?
+    fn is_mid(&self, p: Prefix<F>) -> bool {
+        Self::BLOCKS && p.len() > self.top_bits && p.len() <= self.top_bits + BLOCK_BITS
+    }
+
     /// Does top-level slot `t` hold a route longer than the top level?
     fn has_deep(&self, w: &Writer<F>, t: usize) -> bool {
         let s = self.top_bits;
@@ -1157,10 +1177,20 @@ impl<F: Family> Table<F> {
     /// and `key` share, and the search repeats from there. Each round is one tree descent and
     /// cuts `m` by at least one; a route's predecessor usually covers it or shares most bits.
     fn best_cover(w: &Writer<F>, key: F::Key, minlen: u8, maxlen: u8) -> (u32, u8) {
+        Self::best_cover_in(&w.rib, key, minlen, maxlen)
+    }
+
+    /// [`Table::best_cover`] among the routes of `rib`.
+    fn best_cover_in(
+        rib: &BTreeMap<Prefix<F>, u32>,
+        key: F::Key,
+        minlen: u8,
+        maxlen: u8,
+    ) -> (u32, u8) {
         let mut m = maxlen;
         while m >= minlen {
             let bound = Prefix::from_key(key.masked(m), m);
-            let Some((q, &id)) = w.rib.range(..=bound).next_back() else {
+            let Some((q, &id)) = rib.range(..=bound).next_back() else {
                 break;
             };
             let shared = (q.key().to_u128_bits() ^ key.to_u128_bits()).leading_zeros();
@@ -1258,16 +1288,15 @@ impl<F: Family> Table<F> {
         // covering it (itself, if present), then the ones inside it, covering before covered.
         let first = key.bits6(s);
         let n = 1usize << (end - len);
-        let mut vals = [Self::best_cover(w, key, s + 1, len).0; BLOCK];
-        let mut routes = core::mem::take(&mut w.scratch);
-        Self::routes_under(w, key, len, &mut routes);
-        for &(k, l, id) in &routes {
-            if l <= end {
-                let f = k.bits6(s);
-                vals[f..f + (1usize << (end - l))].fill(id);
+        let mut vals = [Self::best_cover_in(&w.mid, key, s + 1, len).0; BLOCK];
+        let last = key.last(len);
+        let under = w.mid.range(Prefix::from_key(key, len)..);
+        for (q, &id) in under.take_while(|(q, _)| q.key() <= last) {
+            if q.len() > len {
+                let f = q.key().bits6(s);
+                vals[f..f + (1usize << (end - q.len()))].fill(id);
             }
         }
-        w.scratch = routes;
         let words = &w.arena.cur().words;
         for (v, &val) in vals.iter().enumerate().skip(first).take(n) {
             let word = &words[b + v];
