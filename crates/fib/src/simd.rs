@@ -21,11 +21,11 @@
 //!   node come in with one 32-byte load per lane and are transposed into four vectors (skip
 //!   header and bitmaps for both kinds of node; 8 loads and 12 shuffles), the leaf or child
 //!   word with eight scalar loads, and the packing compresses in registers and stores whole
-//!   vectors. On Zen 4 `vpcompressd/q` to memory is microcoded — 45–60 cycles each, against
-//!   2–3 for the register form and a store — and a gather costs about 9 cycles of throughput
-//!   and 17 of latency whatever its mask (measured on this project's EPYC, `docs/perf.md`):
-//!   with the Intel choices the AVX-512 step ran 22 M lookups/s, slower than the scalar one
-//!   (29); packing in registers made it 48, the loads 62.
+//!   vectors. On Zen 4 `vpcompressd/q` to memory is microcoded — 56 cycles each, against 2.8
+//!   for the register form and a store — and a gather of eight words costs 10 cycles whatever
+//!   its mask (`examples/simd_costs.rs` on this project's EPYC; `docs/perf.md`): with the
+//!   Intel choices the AVX-512 step ran 22 M lookups/s, slower than the scalar one (29);
+//!   packing in registers made it 48, the loads 62.
 //!
 //! The full-width stores of the second way write past the packed entries, into entries of
 //! this group or earlier ones, all already read; its 32-byte loads read up to two words past
