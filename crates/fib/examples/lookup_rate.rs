@@ -5,13 +5,17 @@
 //! Environment: `TOP=n` sets `Config::top_bits`; `HOT=1` repeats 512 destinations (all
 //! cached: what the lookup costs in instructions alone); `DEFAULT=1` adds a default route (kept
 //! outside the trie, substituted for "no route" by every lookup); `SINGLE=1` times single
-//! lookups (`Table::lookup`) instead of batches. Destinations are uniform
+//! lookups (`Table::lookup`) instead of batches; `KERNEL=scalar|avx512-gather|avx512-loads|auto` picks
+//! the batch step instead of the CPU's default (`Table::lookup_batch_with`), and a
+//! comma-separated list of them runs their rounds alternately, each also as a ratio to the first
+//! (round by round, so a noisy machine slows both alike); `ROUND=n` lookups per timed round
+//! (default all 4 M: short rounds are more often uninterrupted on a busy machine). Destinations are uniform
 //! random for IPv4 and random within routed prefixes for IPv6, as in `vrbench fib`.
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use vrhost_fib::{BATCH, Config, Family, NextHopSet, Prefix, Table, V4, V6, tablegen};
+use vrhost_fib::{BATCH, Config, Family, Kernel, NextHopSet, Prefix, Table, V4, V6, tablegen};
 
 fn run<F: Family>(routes: &[(Prefix<F>, NextHopSet)], mut dst: Vec<F::Addr>, secs: f64) {
     let top_bits = std::env::var("TOP")
@@ -32,29 +36,82 @@ fn run<F: Family>(routes: &[(Prefix<F>, NextHopSet)], mut dst: Vec<F::Addr>, sec
     }
     let g = vrhost_fib::pin();
     let single = std::env::var("SINGLE").is_ok();
+    let kernels: Vec<Kernel> = match std::env::var("KERNEL") {
+        Err(_) => vec![Kernel::Auto],
+        Ok(list) => list
+            .split(',')
+            .map(|k| match k {
+                "auto" => Kernel::Auto,
+                "scalar" => Kernel::Scalar,
+                "avx512-gather" => Kernel::Avx512Gather,
+                "avx512-loads" => Kernel::Avx512Loads,
+                k => panic!(
+                    "KERNEL={k}: auto, scalar, avx512-gather or avx512-loads (comma-separated)"
+                ),
+            })
+            .collect(),
+    };
+    let round = std::env::var("ROUND")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(dst.len())
+        .clamp(BATCH, dst.len());
     let mut out = vec![None; BATCH];
+    // Per kernel: the rate of every round; rounds of the kernels alternate.
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); kernels.len()];
     let start = Instant::now();
-    let (mut rounds, mut best) = (0, 0f64);
+    let mut at = 0;
     while start.elapsed().as_secs_f64() < secs {
-        let t0 = Instant::now();
-        if single {
-            for &a in &dst {
-                black_box(t.lookup(a, &g));
+        for (k, &kernel) in kernels.iter().enumerate() {
+            if at + round > dst.len() {
+                at = 0;
             }
-        } else {
-            for c in dst.chunks(BATCH) {
-                t.lookup_batch(c, &mut out[..c.len()], &g);
-                black_box(&out);
+            let d = &dst[at..at + round];
+            at += round;
+            let t0 = Instant::now();
+            if single {
+                for &a in d {
+                    black_box(t.lookup(a, &g));
+                }
+            } else {
+                for c in d.chunks(BATCH) {
+                    t.lookup_batch_with(kernel, c, &mut out[..c.len()], &g);
+                    black_box(&out);
+                }
             }
+            rates[k].push(round as f64 / t0.elapsed().as_secs_f64() / 1e6);
         }
-        best = best.max(dst.len() as f64 / t0.elapsed().as_secs_f64() / 1e6);
-        rounds += 1;
     }
-    println!(
-        "{}, top {top_bits} bits{}: {rounds} rounds, best {best:.1} M/s",
-        F::NAME,
-        if single { ", single" } else { "" }
-    );
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (k, kernel) in kernels.iter().enumerate() {
+        // Ratio to the first kernel, round by round (the same moment of a noisy machine).
+        let mut ratio: Vec<f64> = rates[k].iter().zip(&rates[0]).map(|(a, b)| a / b).collect();
+        let r = &mut rates[k];
+        let n = r.len();
+        let best = r.iter().copied().fold(0f64, f64::max);
+        println!(
+            "{}, top {top_bits} bits, {}: {n} rounds, best {best:.1} M/s, median {:.1} M/s{}",
+            F::NAME,
+            if single {
+                "single".to_string()
+            } else {
+                format!("{kernel:?}")
+            },
+            median(r),
+            if k > 0 {
+                format!(
+                    ", × {:?}: {:.3} (median of the rounds' ratios)",
+                    kernels[0],
+                    median(&mut ratio)
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
 }
 
 fn main() {

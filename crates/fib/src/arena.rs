@@ -15,10 +15,12 @@
 //!
 //! Invariants the writer keeps:
 //!
-//! * **Published blobs are immutable.** An update writes new blobs (path copying) and then
-//!   switches one top-level entry; the replaced blobs are *retired*: their offsets go to a free
-//!   list only after an epoch grace period (crossbeam-epoch `defer`), so no reader that could
-//!   have reached them is still running when they are overwritten.
+//! * **Published blobs are immutable**, but for the entries of IPv6's blocks ([`BLOCK`]),
+//!   which like top-level entries are switched with one whole-word `Release` store each. An
+//!   update writes new blobs (path copying) and then switches one top-level entry or block
+//!   entry; the replaced blobs are *retired*: their offsets go to a free list only after an
+//!   epoch grace period (crossbeam-epoch `defer`), so no reader that could have reached them
+//!   is still running when they are overwritten.
 //! * **Readers never see an arena move.** The words live in a range of address space reserved
 //!   up front ([`Words`]); when the arena is full the writer commits more of it in place
 //!   (one `mprotect`, no copy). Only a table that outgrows its reservation is copied: the
@@ -420,6 +422,18 @@ impl Snapshot {
         }
     }
 
+    /// Word `i` of a block (`Acquire`: block entries are stored in place, `Release`, after
+    /// the subtree they name was written).
+    ///
+    /// # Safety
+    /// `i < self.words.len()`.
+    #[inline(always)]
+    pub(crate) unsafe fn block_word(&self, i: usize) -> u64 {
+        debug_assert!(i < self.words.len());
+        // SAFETY: in bounds (caller).
+        unsafe { (*self.words.as_ptr().add(i)).load(Ordering::Acquire) }
+    }
+
     /// Word `i` (relaxed: see the module docs for why that suffices).
     ///
     /// # Safety
@@ -435,6 +449,17 @@ impl Snapshot {
 /// Bits of trie reference in a packed top-level entry (the cover takes the top 8): a node's
 /// word offset must be below `1 << (PACKED_REF - 3)` (16 MiB of arena).
 pub(crate) const PACKED_REF: u32 = 24;
+
+/// Words past the end of any blob that the arena keeps committed, so that a reader may load
+/// them: the AVX-512 step reads the first four words of every node in one load, and the
+/// smallest node has two (see `simd`).
+pub(crate) const READ_PAST: usize = 2;
+
+/// Words of a *block* (IPv6): the 64 entries that resolve the six bits after the top level,
+/// each a subtree reference and the sub-slot's cover (see `Table`). Blocks are the one blob
+/// kind written after publication (one whole-word store per entry, like the top level's), and
+/// are allocated on a cache-line boundary (an entry's line is `offset / 8 + v / 8`).
+pub(crate) const BLOCK: usize = 64;
 
 /// Largest blob in words (2 skip words + leafvec + vector + 64 refs + 64 u32 leaves).
 pub(crate) const MAX_BLOB: usize = 2 + 2 + 32 + 32;
@@ -472,18 +497,21 @@ impl core::fmt::Debug for Arena {
 }
 
 impl Arena {
-    /// A new arena writing into a fresh, unpublished snapshot.
+    /// A new arena writing into a fresh, unpublished snapshot. With `wide` (64-bit top-level
+    /// entries, IPv6) its first [`BLOCK`] words are the *empty block*, all zero and never
+    /// handed out: a top-level entry of 0 names it, so an empty slot reads as a block of
+    /// empty sub-slots.
     pub(crate) fn new(top_bits: u8, words: usize, lw: u32, wide: bool, packed: bool) -> Self {
         Arena {
             published: core::ptr::null(),
             fresh: Some(Box::new(Snapshot::new(
                 top_bits,
-                words.max(64),
+                words.max(2 * BLOCK),
                 lw,
                 wide,
                 packed,
             ))),
-            bump: 0,
+            bump: if wide { BLOCK } else { 0 },
             free: vec![Vec::new(); MAX_BLOB + 1],
             free_words: 0,
             retired: Vec::new(),
@@ -524,27 +552,38 @@ impl Arena {
             self.free[usize::from(s)].push(o);
             self.free_words += usize::from(s);
         }
-        if let Some(o) = self.free[n].pop() {
-            self.free_words -= n;
-            return o as usize;
-        }
-        // Split a bigger free blob (leaving at least 2 words, the smallest blob).
-        for s in n + 2..=MAX_BLOB {
-            if let Some(o) = self.free[s].pop() {
-                self.free[s - n].push(o + n as u32);
+        if n == BLOCK {
+            // Blocks start a cache line: a free one only if it does.
+            let f = &mut self.free[n];
+            if let Some(i) = f.iter().position(|&o| o.is_multiple_of(8)) {
+                self.free_words -= n;
+                return f.swap_remove(i) as usize;
+            }
+        } else {
+            if let Some(o) = self.free[n].pop() {
                 self.free_words -= n;
                 return o as usize;
             }
+            // Split a bigger free blob (leaving at least 2 words, the smallest blob).
+            for s in n + 2..=MAX_BLOB {
+                if let Some(o) = self.free[s].pop() {
+                    self.free[s - n].push(o + n as u32);
+                    self.free_words -= n;
+                    return o as usize;
+                }
+            }
         }
         // A blob that fits a cache line never straddles two (a straddling node costs two
-        // misses); the skipped words become a free blob for a smaller node.
-        let pad = if n <= 8 && self.bump % 8 + n > 8 {
-            8 - self.bump % 8
-        } else {
-            0
-        };
-        if self.bump + pad + n > self.cur().words.len() {
-            self.grow(pad + n);
+        // misses), and a block starts one; the skipped words become a free blob for a smaller
+        // node.
+        let pad =
+            if (n <= 8 && self.bump % 8 + n > 8) || (n == BLOCK && !self.bump.is_multiple_of(8)) {
+                8 - self.bump % 8
+            } else {
+                0
+            };
+        if self.bump + pad + n + READ_PAST > self.cur().words.len() {
+            self.grow(pad + n + READ_PAST);
         }
         if pad >= 2 {
             self.free_now(self.bump, pad);

@@ -127,7 +127,8 @@ pub trait Family: Send + Sync + 'static + Debug {
     /// level: 18 + 6 = 24, Poptrie's choice; 1 MiB). 20 for IPv6 (4 MiB, mostly never touched
     /// since all global unicast space sits in 2000::/3): measured against 16 with `vrbench fib`
     /// on the 200 k table, it saves one node visit on most lookups (a /32 is then resolved at
-    /// 20 + 6 + 6 = 32) and takes routed batch lookups from 35 to 42 M/s.
+    /// 20 + 6 + 6 = 32) and takes routed batch lookups from 35 to 42 M/s. (Since then the
+    /// first six bits after it are a block entry, not a node: see `Table`.)
     const TOP_BITS: u8;
     /// "IPv4" or "IPv6", for messages.
     const NAME: &'static str;

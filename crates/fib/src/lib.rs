@@ -28,7 +28,7 @@ pub use error::FibError;
 pub use family::{Family, Key, V4, V6};
 pub use nexthop::{MAX_ECMP, NextHop, NextHopSet};
 pub use prefix::{Prefix, Prefix4, Prefix6};
-pub use table::{BATCH, Config, Memory, NhId, Table};
+pub use table::{BATCH, Config, Kernel, Memory, NhId, Table};
 
 /// The IPv4 table of a virtual router.
 pub type Fib4 = Table<V4>;

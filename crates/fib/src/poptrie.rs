@@ -54,7 +54,7 @@
 
 use core::hint::select_unpredictable;
 
-use crate::arena::{Arena, MAX_BLOB, Snapshot};
+use crate::arena::{Arena, BLOCK, MAX_BLOB, Snapshot};
 use crate::family::Key;
 
 /// A 32-bit reference: a leaf `id << 1` (top level only) or a node (odd).
@@ -83,6 +83,18 @@ pub(crate) const fn leaf_ref(id: u32) -> Ref {
 #[inline(always)]
 pub(crate) const fn top_entry(r: Ref, cover: u32) -> u64 {
     r as u64 | (cover as u64) << 32
+}
+
+/// Word offset of the block a top-level entry names (entry 0: the empty block at 0).
+#[inline(always)]
+pub(crate) const fn block_off(e: Ref) -> usize {
+    (e >> 3) as usize
+}
+
+/// The top-level entry's reference for the block at word offset `o`.
+#[inline(always)]
+pub(crate) const fn block_ref(o: usize) -> Ref {
+    (o as u32) << 3 | NODE
 }
 
 #[inline(always)]
@@ -416,6 +428,74 @@ pub(crate) fn build_range<K: Key>(
         );
         i = j;
     }
+}
+
+/// Build the block of the top-level slot at `base` (`depth` its bits) from the slot's routes
+/// longer than `depth` (sorted, as for [`build`]): the sub-covers painted from the routes no
+/// longer than `depth + 6`, a subtree from `depth + 6` for each sub-slot with longer ones
+/// (built without the routes outside the trie: "no route" is 0). Returns its top-level entry
+/// reference ([`block_ref`]).
+pub(crate) fn build_block<K: Key>(
+    base: K,
+    depth: u8,
+    routes: &[(K, u8, u32)],
+    a: &mut Arena,
+    compress: bool,
+) -> Ref {
+    let end = depth + 6;
+    let mut sub = [0u32; BLOCK];
+    for &(k, len, id) in routes {
+        if len <= end {
+            let f = k.bits6(depth);
+            sub[f..f + (1usize << (end - len))].fill(id);
+        }
+    }
+    let mut words: [u64; BLOCK] = core::array::from_fn(|v| top_entry(leaf_ref(0), sub[v]));
+    // Routes deeper than the block, by sub-slot (contiguous: sorted order).
+    let mut i = 0;
+    while i < routes.len() {
+        if routes[i].1 <= end {
+            i += 1;
+            continue;
+        }
+        let v = routes[i].0.bits6(depth);
+        let mut j = i + 1;
+        while j < routes.len() && routes[j].0.bits6(depth) == v {
+            j += 1;
+        }
+        let b = build(
+            base.with_bits6(depth, v),
+            end,
+            0,
+            &routes[i..j],
+            a,
+            compress,
+        );
+        words[v] = top_entry(b.entry(), sub[v]);
+        i = j;
+    }
+    block_ref(a.alloc(&words))
+}
+
+/// The sub-slots of the block a top-level entry `e` names: `(subtree reference, sub-cover)`.
+pub(crate) fn block_entries(s: &Snapshot, e: Ref) -> [(Ref, u32); BLOCK] {
+    let o = block_off(e);
+    assert!(o + BLOCK <= s.words.len(), "block out of the arena");
+    core::array::from_fn(|v| {
+        // SAFETY: checked just above.
+        let w = unsafe { s.word(o + v) };
+        (w as Ref, (w >> 32) as u32)
+    })
+}
+
+/// Retire the block a top-level entry `e` names, with its subtrees.
+pub(crate) fn retire_block(a: &mut Arena, e: Ref) {
+    for (r, _) in block_entries(a.cur(), e) {
+        if !is_leaf(r) {
+            retire_deep(a, r);
+        }
+    }
+    a.retire(block_off(e), BLOCK);
 }
 
 /// Retire node `r` and its whole subtree.

@@ -23,7 +23,16 @@
 //!   it changes (as before). The switch is a full rebuild, when an id outgrows a byte (as the
 //!   leaves' widening always was) or a new subtree root does not fit 24 bits; a rebuild tries
 //!   packed again. `Table::WIDE_TOP` says why the families' entries differ.
-//! * a longer prefix lies inside one top-level slot. The writer descends to the level whose
+//! * IPv6: each top-level slot holding a longer route points to a *block* of 64 entries, one
+//!   per value of the next six bits (a *sub-slot*): the sub-slot's subtree reference and its
+//!   *sub-cover*, the longest route of /21–/26 (`top_bits` + 1 to + 6) covering it. Those
+//!   routes are out of the trie too, and a change to one is a store per sub-slot whose
+//!   sub-cover changes (a /22 is 16); a slot's first longer route makes its block, its last
+//!   one's removal drops it, as a fresh build has it. Why: lookups skip the trie's first
+//!   level (a block entry is one load where that level was a node step: 3.2 → 2.2 steps on
+//!   the routed mix), and /21–/26 changes no longer rebuild the subtrees under them (p99 up
+//!   to 0.17 ms before). `Table::BLOCKS` has the details.
+//! * a longer prefix lies inside one top-level slot (IPv6: one sub-slot). The writer descends to the level whose
 //!   6-bit stride holds the prefix's last bit (a path-compressed node's folded strides count
 //!   as one level each) and rebuilds only the slots of that level the prefix covers — from the
 //!   routes under the prefix alone — or, if the descent meets a leaf first, the one slot the
@@ -32,8 +41,8 @@
 //!   slot's new root is published with one store.
 //!
 //! Every lookup path (single, batch — IPv4, IPv6 scalar and AVX-512 — and so
-//! [`Table::lookup_set`]) turns a trie result of 0 ("no route") into the slot's cover, and
-//! that into the default, by selects (an unpacked IPv4 entry has cover 0). Why: leaves are fully expanded (a lookup is a walk
+//! [`Table::lookup_set`]) turns a trie result of 0 ("no route") into the sub-slot's sub-cover
+//! (IPv6), that into the slot's cover, and that into the default, by selects (an unpacked IPv4 entry has cover 0). Why: leaves are fully expanded (a lookup is a walk
 //! with no backtracking), so a route in the trie is copied into every leaf under it that no
 //! longer route covers, and a change to a short one rebuilt every subtree under it: the
 //! default 53–68 ms on the full tables, IPv6 2400::/12 12–17 ms, an IPv6 /20 0.5–0.7 ms
@@ -67,9 +76,10 @@
 //! top-level pass measured +3 %.
 //!
 //! Atomicity with the default and the covers outside the trie: every change alters exactly
-//! one of the trie, the covers or the default id (the trie depends on neither, the covers not
-//! on the default), and a slot's cover and trie reference are one word (64 bits in IPv6, 32
-//! in a packed IPv4 table; the writer, the only one, stores the whole word each time), so a
+//! one of the trie, the covers, IPv6's sub-covers or the default id (the trie depends on none
+//! of them, each kind of cover on no other), and a slot's cover and trie reference are one
+//! word (64 bits in IPv6, 32 in a packed IPv4 table), as are a sub-slot's sub-cover and
+//! subtree reference (the writer, the only one, stores the whole word each time), so a
 //! lookup sees each change entirely or not at all as far as its slot goes: a /8 replaced
 //! while a /24 under it is added shows each address the /8's old or new next hop, or the
 //! /24. A reload ([`Table::load`]), a widening and a switch between packed and unpacked
@@ -89,10 +99,6 @@
 //! (a store and a mask per address in the top-level pass, three selects in the last) and 3 %
 //! of single ones.
 //!
-//! Not done: a prefix a little longer than `top_bits` (IPv6 /21–/26) still rebuilds every
-//! subtree under it (0.1–0.2 ms for the busiest in the generated table): leaves are fully
-//! expanded below the top level.
-//!
 //! Every change bumps [`Table::generation`], which flow caches compare to drop stale entries.
 
 use std::collections::BTreeMap;
@@ -103,7 +109,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_epoch::{Atomic, Guard, Shared};
 
 use crate::FibError;
-use crate::arena::{Arena, PACKED_REF, Snapshot};
+use crate::arena::{Arena, BLOCK, PACKED_REF, Snapshot};
 use crate::family::{Family, Key};
 use crate::nexthop::{NextHopSet, NhAlloc, NhSlots};
 use crate::poptrie::{self, Built, Ref};
@@ -144,7 +150,8 @@ pub struct Config {
 /// Memory a table uses, by part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Memory {
-    /// Top-level array.
+    /// Top-level array, and IPv6's blocks (512 bytes per top-level slot with routes longer
+    /// than it).
     pub top: usize,
     /// Trie nodes (including the roots below the top level): their bitmaps, child references
     /// and path-compression headers.
@@ -165,6 +172,10 @@ impl Memory {
 
 struct Writer<F: Family> {
     rib: BTreeMap<Prefix<F>, u32>,
+    /// With blocks: the routes of `rib` that are sub-covers (`top_bits` < length ≤
+    /// `top_bits + 6`), so that a change to one scans only them, not every route under it (a
+    /// /22 may have hundreds).
+    mid: BTreeMap<Prefix<F>, u32>,
     /// Per top-level slot: the best route with 1 ≤ length ≤ top_bits covering it (0 = none),
     /// the high half of its top-level entry.
     inh: Vec<u32>,
@@ -190,6 +201,18 @@ struct Level {
     v: usize,
     slots: [Built; 64],
 }
+
+/// Where a subtree's root reference is stored: top-level slot `t` (IPv4), or word `word` of
+/// the arena, an entry of slot `t`'s block (IPv6).
+#[derive(Debug, Clone, Copy)]
+struct Root {
+    t: usize,
+    word: Option<usize>,
+}
+
+/// Bits a block resolves (its sub-slots: [`BLOCK`] of them).
+const BLOCK_BITS: u8 = 6;
+const _: () = assert!(BLOCK == 1 << BLOCK_BITS);
 
 /// Placeholder for the rest of a folded chain in a [`Level`] (never a real reference: node
 /// references are odd).
@@ -253,6 +276,46 @@ fn fast_bits() -> bool {
         && std::is_x86_feature_detected!("bmi2")
 }
 
+/// The batch lookup's level step: scalar (any CPU; IPv4 always).
+const STEP_SCALAR: u8 = 0;
+/// AVX-512 with gathers and compress-stores to memory (Intel; see [`simd`](crate::simd)).
+#[cfg_attr(not(target_arch = "x86_64"), expect(dead_code, reason = "x86-64 only"))]
+const STEP_AVX512_GATHER: u8 = 1;
+/// AVX-512 with plain loads and compression in registers (every other vendor: AMD Zen 4
+/// microcodes compress-stores to memory and has slow gathers; see `simd::gathers_fast`).
+#[cfg_attr(not(target_arch = "x86_64"), expect(dead_code, reason = "x86-64 only"))]
+const STEP_AVX512_LOADS: u8 = 2;
+
+/// Which implementation a batch lookup uses ([`Table::lookup_batch_with`], for benchmarks).
+/// IPv4 always takes the scalar step (compiled for the CPU's popcnt/BMI/AVX2); `Avx512*` apply
+/// to IPv6.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// What [`Table::lookup_batch`] picks for this CPU.
+    Auto,
+    /// The scalar step.
+    Scalar,
+    /// AVX-512 with gathers and compress-stores to memory (what `Auto` picks on Intel).
+    Avx512Gather,
+    /// AVX-512 with plain loads and compression in registers (what `Auto` picks on other
+    /// vendors).
+    Avx512Loads,
+}
+
+impl Kernel {
+    /// Can this CPU run it?
+    pub fn available(self) -> bool {
+        match self {
+            Kernel::Auto | Kernel::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Gather | Kernel::Avx512Loads => simd::available(),
+            #[cfg(not(target_arch = "x86_64"))]
+            Kernel::Avx512Gather | Kernel::Avx512Loads => false,
+        }
+    }
+}
+
 /// A trie result, with "no route" (0) standing for the default route `default` (itself 0 when
 /// there is none).
 #[inline(always)]
@@ -286,6 +349,18 @@ impl<F: Family> Table<F> {
     /// a load.
     const WIDE_TOP: bool = F::Key::BITS > 32;
 
+    /// Does each top-level slot holding longer routes point to a *block* (IPv6)? A block is
+    /// [`BLOCK`] words in the arena, one per value of the six bits after the top level (a
+    /// *sub-slot*): the subtree reference for the sub-slot, and its *sub-cover*, the id of the
+    /// longest route with `top_bits` < length ≤ `top_bits + 6` covering it. So the trie starts
+    /// six bits deeper, and those routes are out of it like the covers: a change to one is a
+    /// store per sub-slot whose sub-cover it changes. Why: on the routed IPv6 mix a lookup took
+    /// 3.2 node steps, the first always at the slot's root node (bits 20–26); a block entry is
+    /// one load instead of a step (its popcounts and header), and IPv6 /21–/26 no longer
+    /// rebuild the subtrees under them (they did: 0.05–0.2 ms). A top-level entry of 0 names
+    /// the arena's empty block (`Arena::new`), so a lookup reads a block entry unconditionally.
+    const BLOCKS: bool = F::Key::BITS > 32;
+
     /// Are the routes no longer than the top level out of the trie (the slots' covers, in the
     /// top-level entries)? Always with 64-bit entries; with 32-bit ones while packed.
     #[inline(always)]
@@ -293,11 +368,16 @@ impl<F: Family> Table<F> {
         Self::WIDE_TOP || s.packed
     }
 
-    /// Shortest prefix length the trie holds: the covers (when out) and the default are
-    /// outside it.
+    /// Depth at which the trie's subtrees start: after the top level, and the blocks.
+    fn trie_depth(&self) -> u8 {
+        self.top_bits + if Self::BLOCKS { BLOCK_BITS } else { 0 }
+    }
+
+    /// Shortest prefix length the trie holds: the covers (when out), the sub-covers and the
+    /// default are outside it.
     fn trie_min(&self, s: &Snapshot) -> u8 {
         if Self::covers_out(s) {
-            self.top_bits + 1
+            self.trie_depth() + 1
         } else {
             1
         }
@@ -306,7 +386,11 @@ impl<F: Family> Table<F> {
     /// Shortest prefix length whose id must fit the leaf width: the trie's, and with 32-bit
     /// entries the covers too (in the leaves, or in a byte: packed tables have 1-byte leaves).
     fn narrow_min(&self) -> u8 {
-        if Self::WIDE_TOP { self.top_bits + 1 } else { 1 }
+        if Self::WIDE_TOP {
+            self.trie_depth() + 1
+        } else {
+            1
+        }
     }
 
     /// An empty table with the family's default layout.
@@ -331,6 +415,7 @@ impl<F: Family> Table<F> {
             generation: AtomicU64::new(0),
             writer: Mutex::new(Writer {
                 rib: BTreeMap::new(),
+                mid: BTreeMap::new(),
                 inh: vec![0; 1 << b],
                 inh_len: vec![0; 1 << b],
                 packed_limit: PACKED_MASK,
@@ -399,6 +484,17 @@ impl<F: Family> Table<F> {
         }
     }
 
+    /// Reader: sub-slot `v` of the block that top-level entry `e` names (0: the empty block):
+    /// the subtree reference and the sub-cover.
+    #[inline(always)]
+    fn block_entry(s: &Snapshot, e: Ref, v: usize) -> (Ref, u32) {
+        debug_assert!(v < BLOCK && poptrie::block_off(e) + BLOCK <= s.words.len());
+        // SAFETY: a top-level entry of a block table names a published block of `BLOCK`
+        // words (or the empty one at offset 0), and `v < BLOCK`.
+        let w = unsafe { s.block_word(poptrie::block_off(e) + v) };
+        (w as Ref, (w >> 32) as u32)
+    }
+
     /// A 32-bit top-level entry as trie reference and cover (0 unless packed).
     #[inline(always)]
     fn split32(s: &Snapshot, e: u32) -> (Ref, u32) {
@@ -457,8 +553,13 @@ impl<F: Family> Table<F> {
     #[inline(always)]
     fn lookup_in(&self, s: &Snapshot, addr: F::Addr) -> Option<NhId> {
         let key = F::key(addr);
-        let (e, cover) = self.top(s, key);
-        let d = u32::from(self.top_bits);
+        let (mut e, mut cover) = self.top(s, key);
+        if Self::BLOCKS {
+            let (r, sub) = Self::block_entry(s, e, key.bits6(self.top_bits));
+            e = r;
+            cover = or_default(sub, cover);
+        }
+        let d = u32::from(self.trie_depth());
         // SAFETY: `e` was just loaded from the top level of `s`, under the caller's guard.
         let r = unsafe {
             if Self::COMPRESS {
@@ -488,12 +589,57 @@ impl<F: Family> Table<F> {
             out.len(),
             "lookup_batch: addrs and out differ in length"
         );
+        self.batch_with(Kernel::Auto, addrs, out, guard);
+    }
+
+    /// [`Table::lookup_batch`] with a chosen implementation, for benchmarks comparing them in
+    /// one binary (`examples/lookup_rate.rs`). Panics if this CPU cannot run `kernel`.
+    #[doc(hidden)]
+    pub fn lookup_batch_with(
+        &self,
+        kernel: Kernel,
+        addrs: &[F::Addr],
+        out: &mut [Option<NhId>],
+        guard: &Guard,
+    ) {
+        assert_eq!(addrs.len(), out.len(), "lookup_batch_with: lengths differ");
+        assert!(
+            kernel.available(),
+            "{kernel:?} needs CPU features this one lacks"
+        );
+        self.batch_with(kernel, addrs, out, guard);
+    }
+
+    #[inline(always)]
+    fn batch_with(
+        &self,
+        kernel: Kernel,
+        addrs: &[F::Addr],
+        out: &mut [Option<NhId>],
+        guard: &Guard,
+    ) {
         let s = self.snap(guard);
         #[cfg(target_arch = "x86_64")]
         {
-            if Self::COMPRESS && simd::available() {
-                // SAFETY: the CPU has the features `batch_avx512` is compiled for (checked).
-                unsafe { self.batch_avx512(s, addrs, out) };
+            let kernel = match kernel {
+                Kernel::Auto if Self::COMPRESS && simd::available() => {
+                    if simd::gathers_fast() {
+                        Kernel::Avx512Gather
+                    } else {
+                        Kernel::Avx512Loads
+                    }
+                }
+                k => k,
+            };
+            if Self::COMPRESS && kernel == Kernel::Avx512Gather {
+                // SAFETY: the CPU has the features `batch_avx512` is compiled for (checked
+                // above, or by `lookup_batch_with`).
+                unsafe { self.batch_avx512::<STEP_AVX512_GATHER>(s, addrs, out) };
+                return;
+            }
+            if Self::COMPRESS && kernel == Kernel::Avx512Loads {
+                // SAFETY: as above.
+                unsafe { self.batch_avx512::<STEP_AVX512_LOADS>(s, addrs, out) };
                 return;
             }
             if fast_bits() {
@@ -507,7 +653,9 @@ impl<F: Family> Table<F> {
                 return;
             }
         }
-        self.batch_in::<false>(s, addrs, out);
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = kernel;
+        self.batch_in::<STEP_SCALAR>(s, addrs, out);
     }
 
     /// [`Table::batch_in`] compiled with hardware popcount, BMI and AVX2, for IPv4: the passes
@@ -517,36 +665,38 @@ impl<F: Family> Table<F> {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,bmi1,bmi2,avx2")]
     fn batch_avx2(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
-        self.batch_in::<false>(s, addrs, out)
+        self.batch_in::<STEP_SCALAR>(s, addrs, out)
     }
 
     /// [`Table::batch_in`] compiled with hardware popcount and BMI.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,bmi1,bmi2")]
     fn batch_x86(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
-        self.batch_in::<false>(s, addrs, out)
+        self.batch_in::<STEP_SCALAR>(s, addrs, out)
     }
 
-    /// [`Table::batch_in`] with the AVX-512 level step ([`simd`](crate::simd)).
+    /// [`Table::batch_in`] with the AVX-512 level step ([`simd`](crate::simd)); `STEP` is
+    /// [`STEP_AVX512_GATHER`] or [`STEP_AVX512_LOADS`].
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512vpopcntdq,popcnt,bmi1,bmi2")]
-    fn batch_avx512(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
-        self.batch_in::<true>(s, addrs, out)
-    }
-
-    /// `SIMD`: use the AVX-512 level step (only where the caller checked the CPU has it).
-    #[inline(always)]
-    fn batch_in<const SIMD: bool>(
+    fn batch_avx512<const STEP: u8>(
         &self,
         s: &Snapshot,
         addrs: &[F::Addr],
         out: &mut [Option<NhId>],
     ) {
+        self.batch_in::<STEP>(s, addrs, out)
+    }
+
+    /// `STEP`: which level step (`STEP_*`; the AVX-512 ones only where the caller checked the
+    /// CPU has it).
+    #[inline(always)]
+    fn batch_in<const STEP: u8>(&self, s: &Snapshot, addrs: &[F::Addr], out: &mut [Option<NhId>]) {
         // One load for the whole batch: every address sees the same default route.
         let default = s.default.load(Ordering::Acquire);
         for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             if Self::COMPRESS {
-                self.batch_chunk_compressed::<SIMD>(s, a, o, default);
+                self.batch_chunk_compressed::<STEP>(s, a, o, default);
             } else {
                 self.batch_chunk(s, a, o, default);
             }
@@ -636,7 +786,7 @@ impl<F: Family> Table<F> {
     /// each keeps the rest of its key as two words, shifted so that the next bits to consume
     /// are the most significant. `default`: as for [`Table::batch_chunk`].
     #[inline(always)]
-    fn batch_chunk_compressed<const SIMD: bool>(
+    fn batch_chunk_compressed<const STEP: u8>(
         &self,
         s: &Snapshot,
         addrs: &[F::Addr],
@@ -653,28 +803,47 @@ impl<F: Family> Table<F> {
             lo: [0; BATCH],
             idx: [0; BATCH],
         };
-        let mut active = 0usize;
+        // Only block tables come here (constant: no code).
+        assert!(
+            Self::BLOCKS,
+            "batch_chunk_compressed is for tables with blocks"
+        );
         let tb = u32::from(self.top_bits);
+        let d = u32::from(self.trie_depth());
+        let mut active = 0usize;
         for (i, &a) in addrs.iter().enumerate() {
-            let k = F::key(a);
-            let (e, c) = self.top(s, k);
-            cover[i] = c;
-            poptrie::prefetch(poptrie::node_addr(s, e));
-            res[i] = e >> 1;
-            let rest = k.to_u128_bits() << tb;
-            st.refs[active] = e;
-            st.hi[active] = (rest >> 64) as u64;
-            st.lo[active] = rest as u64;
+            let k = F::key(a).to_u128_bits();
+            let (hi, lo) = ((k >> 64) as u64, k as u64);
+            let (e, c) = self.top(s, F::Key::from_u128_bits(k));
+            // The block entry for the six bits after the top level (`tb <= 24`).
+            let o = poptrie::block_off(e) + ((hi >> (58 - tb)) & 63) as usize;
+            debug_assert!(o < s.words.len());
+            // SAFETY: a word of a published block (or of the empty one): see `block_entry`.
+            let w = unsafe { s.block_word(o) };
+            let r = w as Ref;
+            cover[i] = or_default((w >> 32) as u32, c);
+            poptrie::prefetch(poptrie::node_addr(s, r));
+            res[i] = r >> 1;
+            // The rest of the key after the block (`8 < d <= 30`).
+            st.refs[active] = r;
+            st.hi[active] = hi << d | lo >> (64 - d);
+            st.lo[active] = lo << d;
             st.idx[active] = i as u32;
-            active += usize::from(!poptrie::is_leaf(e));
+            active += usize::from(!poptrie::is_leaf(r));
         }
         while active > 0 {
             #[cfg(target_arch = "x86_64")]
-            if SIMD {
-                // SAFETY: `SIMD` is only set by `batch_avx512`, called after checking the CPU;
-                // the lanes hold nodes reached from the top level of `s` under the caller's
-                // guard, and positions below `BATCH`.
-                active = unsafe { simd::level(s, &mut st, &mut res, active) };
+            if STEP != STEP_SCALAR {
+                // SAFETY: `STEP` is only an AVX-512 one in `batch_avx512`, called after
+                // checking the CPU; the lanes hold nodes reached from the top level of `s`
+                // under the caller's guard, and positions below `BATCH`.
+                active = unsafe {
+                    if STEP == STEP_AVX512_GATHER {
+                        simd::level::<true>(s, &mut st, &mut res, active)
+                    } else {
+                        simd::level::<false>(s, &mut st, &mut res, active)
+                    }
+                };
                 continue;
             }
             // One branch-free pass per level. Each node was prefetched as soon as its reference
@@ -751,6 +920,9 @@ impl<F: Family> Table<F> {
         let mut w = self.w();
         let id = w.nh.acquire(&self.nh, &set, &guard)?;
         let old = w.rib.insert(prefix, id);
+        if self.is_mid(prefix) {
+            w.mid.insert(prefix, id);
+        }
         let old_set = old.map(|o| self.nh.get(o, &guard).expect("live id").clone());
         if old == Some(id) {
             w.nh.release(&self.nh, id, &guard);
@@ -795,6 +967,7 @@ impl<F: Family> Table<F> {
                 prefix: prefix.to_string(),
             });
         };
+        w.mid.remove(prefix);
         let set = self.nh.get(id, &guard).expect("live id").clone();
         if self.apply(&mut w, *prefix) {
             w.arena.finish(&self.snap, &guard);
@@ -836,6 +1009,12 @@ impl<F: Family> Table<F> {
             }
         }
         let old_rib = core::mem::replace(&mut w.rib, rib);
+        w.mid = w
+            .rib
+            .iter()
+            .filter(|(p, _)| self.is_mid(**p))
+            .map(|(p, &id)| (*p, id))
+            .collect();
         self.rebuild(&mut w, &guard);
         for id in old_rib.into_values() {
             w.nh.release(&self.nh, id, &guard);
@@ -885,16 +1064,17 @@ impl<F: Family> Table<F> {
                     i += 1;
                 }
                 let base = F::Key::from_top(t, s);
-                let inherited = if out { 0 } else { cover };
-                let built = poptrie::build(
-                    base,
-                    s,
-                    inherited,
-                    &deep[start..i],
-                    &mut arena,
-                    Self::COMPRESS,
-                );
-                if Self::set_entry(arena.cur(), t, built.entry(), cover, w.packed_limit).is_none() {
+                let routes = &deep[start..i];
+                let entry = if !Self::BLOCKS {
+                    let inherited = if out { 0 } else { cover };
+                    poptrie::build(base, s, inherited, routes, &mut arena, Self::COMPRESS).entry()
+                } else if routes.is_empty() {
+                    // No route longer than the top level: the empty block.
+                    poptrie::leaf_ref(0)
+                } else {
+                    poptrie::build_block(base, s, routes, &mut arena, Self::COMPRESS)
+                };
+                if Self::set_entry(arena.cur(), t, entry, cover, w.packed_limit).is_none() {
                     fits = false;
                     break;
                 }
@@ -921,18 +1101,70 @@ impl<F: Family> Table<F> {
             .expect("an empty load cannot fail");
     }
 
-    /// Store `built` as top-level slot `t`'s trie, retiring what it replaced. `false` if it
-    /// does not fit a packed entry (nothing stored: the caller rebuilds).
+    /// Store `built` as the subtree at `root`, retiring what it replaced. `false` if it does
+    /// not fit a packed entry (nothing stored: the caller rebuilds).
     #[must_use]
-    fn publish(w: &mut Writer<F>, t: usize, built: Built) -> bool {
-        let Some(old) = Self::set_entry(w.arena.cur(), t, built.entry(), w.inh[t], w.packed_limit)
-        else {
+    fn publish(w: &mut Writer<F>, root: Root, built: Built) -> bool {
+        let Some(old) = Self::set_root(w, root, built.entry()) else {
             return false;
         };
         if !poptrie::is_leaf(old) {
             poptrie::retire_deep(&mut w.arena, old);
         }
         true
+    }
+
+    /// Where the subtree holding `key`'s deeper routes is rooted: its top-level slot, or (with
+    /// blocks) its sub-slot of the slot's block, which must exist.
+    fn root_of(&self, w: &Writer<F>, key: F::Key) -> Root {
+        let t = key.top(self.top_bits);
+        let word = Self::BLOCKS.then(|| {
+            let e = Self::entry(w.arena.cur(), t);
+            debug_assert!(!poptrie::is_leaf(e), "slot {t} has no block");
+            poptrie::block_off(e) + key.bits6(self.top_bits)
+        });
+        Root { t, word }
+    }
+
+    /// Writer: the subtree reference at `root`.
+    fn root_ref(w: &Writer<F>, root: Root) -> Ref {
+        match root.word {
+            Some(i) => w.arena.cur().words[i].load(Ordering::Relaxed) as Ref,
+            None => Self::entry(w.arena.cur(), root.t),
+        }
+    }
+
+    /// Writer: set the subtree reference at `root` to `r`, keeping its cover; the reference it
+    /// replaced, or `None` (nothing stored) if `r` does not fit a packed top-level entry.
+    fn set_root(w: &Writer<F>, root: Root, r: Ref) -> Option<Ref> {
+        match root.word {
+            Some(i) => {
+                // A block entry: the sub-cover stays, one whole-word store (see the module
+                // docs on atomicity).
+                let word = &w.arena.cur().words[i];
+                let old = word.load(Ordering::Relaxed);
+                word.store(old & !0xffff_ffff | u64::from(r), Ordering::Release);
+                Some(old as Ref)
+            }
+            None => Self::set_entry(w.arena.cur(), root.t, r, w.inh[root.t], w.packed_limit),
+        }
+    }
+
+    /// Is `p` a sub-cover (with blocks: `top_bits` < length ≤ `top_bits + 6`)?
+    fn is_mid(&self, p: Prefix<F>) -> bool {
+        Self::BLOCKS && p.len() > self.top_bits && p.len() <= self.top_bits + BLOCK_BITS
+    }
+
+    /// Does top-level slot `t` hold a route longer than the top level?
+    fn has_deep(&self, w: &Writer<F>, t: usize) -> bool {
+        let s = self.top_bits;
+        let base = F::Key::from_top(t, s);
+        // Routes no longer than `s` with a key inside the slot can only be at `base` itself,
+        // sorted before `(base, s + 1)`.
+        w.rib
+            .range(Prefix::from_key(base, s + 1)..)
+            .next()
+            .is_some_and(|(p, _)| p.key() <= base.last(s))
     }
 
     /// The best route with `minlen ≤ length ≤ maxlen` covering `key`: `(id, length)`, `(0, 0)`
@@ -945,10 +1177,20 @@ impl<F: Family> Table<F> {
     /// and `key` share, and the search repeats from there. Each round is one tree descent and
     /// cuts `m` by at least one; a route's predecessor usually covers it or shares most bits.
     fn best_cover(w: &Writer<F>, key: F::Key, minlen: u8, maxlen: u8) -> (u32, u8) {
+        Self::best_cover_in(&w.rib, key, minlen, maxlen)
+    }
+
+    /// [`Table::best_cover`] among the routes of `rib`.
+    fn best_cover_in(
+        rib: &BTreeMap<Prefix<F>, u32>,
+        key: F::Key,
+        minlen: u8,
+        maxlen: u8,
+    ) -> (u32, u8) {
         let mut m = maxlen;
         while m >= minlen {
             let bound = Prefix::from_key(key.masked(m), m);
-            let Some((q, &id)) = w.rib.range(..=bound).next_back() else {
+            let Some((q, &id)) = rib.range(..=bound).next_back() else {
                 break;
             };
             let shared = (q.key().to_u128_bits() ^ key.to_u128_bits()).leading_zeros();
@@ -995,8 +1237,75 @@ impl<F: Family> Table<F> {
             true
         } else if prefix.len() <= s {
             self.apply_short(w, prefix)
-        } else {
+        } else if !Self::BLOCKS {
             self.apply_long(w, prefix)
+        } else {
+            let t = prefix.key().top(s);
+            let e = Self::entry(w.arena.cur(), t);
+            if poptrie::is_leaf(e) {
+                // No block yet: the slot had no route longer than the top level, so it has
+                // just this one; build the block from it and publish it.
+                let base = F::Key::from_top(t, s);
+                let mut routes = core::mem::take(&mut w.scratch);
+                Self::routes_under(w, base, s, &mut routes);
+                let b = poptrie::build_block(base, s, &routes, &mut w.arena, Self::COMPRESS);
+                w.scratch = routes;
+                Self::set_entry(w.arena.cur(), t, b, w.inh[t], PACKED_MASK);
+                return true;
+            }
+            let fits = if prefix.len() <= s + BLOCK_BITS {
+                self.apply_mid(w, prefix);
+                true
+            } else {
+                self.apply_long(w, prefix)
+            };
+            if !self.has_deep(w, t) {
+                // Its last longer route is gone: back to no block, as a build makes it.
+                let old = Self::entry(w.arena.cur(), t);
+                Self::set_entry(
+                    w.arena.cur(),
+                    t,
+                    poptrie::leaf_ref(0),
+                    w.inh[t],
+                    PACKED_MASK,
+                );
+                poptrie::retire_block(&mut w.arena, old);
+            }
+            fits
+        }
+    }
+
+    /// With blocks, a route a little longer than the top level (`top_bits` < length ≤
+    /// `top_bits + 6`): not in the trie, but the sub-cover of the sub-slots of its slot's
+    /// block it covers, minus those a more specific such route covers. One store per sub-slot
+    /// whose sub-cover changes; no subtree is touched. The block exists.
+    fn apply_mid(&self, w: &mut Writer<F>, prefix: Prefix<F>) {
+        let s = self.top_bits;
+        let end = s + BLOCK_BITS;
+        let (key, len) = (prefix.key(), prefix.len());
+        let b = poptrie::block_off(Self::entry(w.arena.cur(), key.top(s)));
+        // The sub-covers under the prefix, painted as a build would: the best such route
+        // covering it (itself, if present), then the ones inside it, covering before covered.
+        let first = key.bits6(s);
+        let n = 1usize << (end - len);
+        let mut vals = [Self::best_cover_in(&w.mid, key, s + 1, len).0; BLOCK];
+        let last = key.last(len);
+        let under = w.mid.range(Prefix::from_key(key, len)..);
+        for (q, &id) in under.take_while(|(q, _)| q.key() <= last) {
+            if q.len() > len {
+                let f = q.key().bits6(s);
+                vals[f..f + (1usize << (end - q.len()))].fill(id);
+            }
+        }
+        let words = &w.arena.cur().words;
+        for (v, &val) in vals.iter().enumerate().skip(first).take(n) {
+            let word = &words[b + v];
+            let old = word.load(Ordering::Relaxed);
+            let new = old & 0xffff_ffff | u64::from(val) << 32;
+            if new != old {
+                // The subtree reference stays: one whole-word store.
+                word.store(new, Ordering::Release);
+            }
         }
     }
 
@@ -1036,7 +1345,7 @@ impl<F: Family> Table<F> {
                 Self::routes_under(w, base, s, &mut routes);
                 let built = poptrie::build(base, s, value, &routes, &mut w.arena, Self::COMPRESS);
                 w.scratch = routes;
-                if !Self::publish(w, t, built) {
+                if !Self::publish(w, Root { t, word: None }, built) {
                     return false;
                 }
             }
@@ -1046,23 +1355,24 @@ impl<F: Family> Table<F> {
 
     #[must_use]
     fn apply_long(&self, w: &mut Writer<F>, prefix: Prefix<F>) -> bool {
-        let s = self.top_bits;
+        // The depth the subtree starts at (after the top level, and the block if any).
+        let s = self.trie_depth();
         let (key, len) = (prefix.key(), prefix.len());
-        let t = key.top(s);
-        let e = Self::entry(w.arena.cur(), t);
+        let root = self.root_of(w, key);
+        let e = Self::root_ref(w, root);
         if poptrie::is_leaf(e) {
-            // No subtree yet: build one for the slot.
-            let base = F::Key::from_top(t, s);
+            // No subtree yet: build one for the slot (or sub-slot).
+            let base = key.masked(s);
             let mut routes = core::mem::take(&mut w.scratch);
             Self::routes_under(w, base, s, &mut routes);
             let inherited = if Self::covers_out(w.arena.cur()) {
                 0
             } else {
-                w.inh[t]
+                w.inh[root.t]
             };
             let built = poptrie::build(base, s, inherited, &routes, &mut w.arena, Self::COMPRESS);
             w.scratch = routes;
-            return Self::publish(w, t, built);
+            return Self::publish(w, root, built);
         }
         // Descend level by level (a path-compressed node's folded strides are one level each)
         // to the one whose stride holds the prefix's last bit, or where the path leaves the
@@ -1126,10 +1436,12 @@ impl<F: Family> Table<F> {
                 inherited,
             )
         } else {
-            let Built::Leaf(x) = lvl.slots[lvl.v] else {
-                unreachable!("the descent stops at a leaf slot")
-            };
-            (lvl.v, 1, key.masked(d + 6), d + 6, x)
+            // The slot's value from the routes no longer than its range (its leaf may instead
+            // be deeper routes that happened to collapse to one value — then those routes are
+            // among the ones rebuilt, and the leaf is no inherited value).
+            debug_assert!(matches!(lvl.slots[lvl.v], Built::Leaf(_)), "a leaf slot");
+            let inherited = Self::best_cover(w, key, self.trie_min(w.arena.cur()), d + 6).0;
+            (lvl.v, 1, key.masked(d + 6), d + 6, inherited)
         };
         let mut routes = core::mem::take(&mut w.scratch);
         Self::routes_under(w, rbase, rlen, &mut routes);
@@ -1166,8 +1478,7 @@ impl<F: Family> Table<F> {
             lvl.slots[lvl.v] = built;
             built = poptrie::make_node(&lvl.slots, &mut w.arena, Self::COMPRESS);
         }
-        let fits =
-            Self::set_entry(w.arena.cur(), t, built.entry(), w.inh[t], w.packed_limit).is_some();
+        let fits = Self::set_root(w, root, built.entry()).is_some();
         // Retire the blobs on the path (the rebuilt slots' old subtrees went above; the other
         // children are shared with the copies). If the new root did not fit, none of this
         // was published and the whole arena is about to be replaced: retire nothing.
@@ -1196,14 +1507,33 @@ impl<F: Family> Table<F> {
         };
         for t in 0..1usize << self.top_bits {
             let e = Self::entry(s, t);
-            if !poptrie::is_leaf(e) {
-                let (n, words, leaves) = poptrie::stats(s, e);
+            if Self::BLOCKS && !poptrie::is_leaf(e) {
+                m.top += BLOCK * 8;
+            }
+            for r in Self::subtrees(s, e) {
+                let (n, words, leaves) = poptrie::stats(s, r);
                 m.node_count += n;
                 m.nodes += words * 8 - leaves;
                 m.leaves += leaves;
             }
         }
         m
+    }
+
+    /// The subtree roots under top-level entry `e`: itself if it is a node, or with blocks
+    /// the nodes of its block (writer, or with a guard).
+    fn subtrees(s: &Snapshot, e: Ref) -> Vec<Ref> {
+        if poptrie::is_leaf(e) {
+            Vec::new()
+        } else if Self::BLOCKS {
+            let roots = poptrie::block_entries(s, e).map(|(r, _)| r);
+            roots
+                .into_iter()
+                .filter(|&r| !poptrie::is_leaf(r))
+                .collect()
+        } else {
+            vec![e]
+        }
     }
 
     /// Bytes allocated for the lookup structure: the top level and the whole arena, including
@@ -1259,7 +1589,7 @@ mod tests {
                 [0, 1, 2][usize::from(sets > 255) + usize::from(sets > 65_535)]
             );
             let mut scalar = vec![None; dst.len()];
-            t.batch_in::<false>(s, dst, &mut scalar);
+            t.batch_in::<STEP_SCALAR>(s, dst, &mut scalar);
             for (a, r) in dst.iter().zip(&scalar) {
                 assert_eq!(t.lookup(*a, &g), *r, "{a}");
             }
@@ -1267,8 +1597,18 @@ mod tests {
             if Table::<F>::COMPRESS && simd::available() {
                 let mut v = vec![None; dst.len()];
                 // SAFETY: checked just now.
-                unsafe { t.batch_avx512(s, dst, &mut v) };
-                assert_eq!(v, scalar, "AVX-512 batch differs from scalar, {sets} sets");
+                unsafe { t.batch_avx512::<STEP_AVX512_GATHER>(s, dst, &mut v) };
+                assert_eq!(
+                    v, scalar,
+                    "AVX-512 (memory) differs from scalar, {sets} sets"
+                );
+                let mut v = vec![None; dst.len()];
+                // SAFETY: checked just now.
+                unsafe { t.batch_avx512::<STEP_AVX512_LOADS>(s, dst, &mut v) };
+                assert_eq!(
+                    v, scalar,
+                    "AVX-512 (register) differs from scalar, {sets} sets"
+                );
             }
         }
     }
@@ -1295,9 +1635,8 @@ mod tests {
         let s = w.arena.cur();
         let mut m = (0, 0);
         for i in 0..1usize << t.top_bits {
-            let e = top_of::<F>(s, i).0;
-            if !poptrie::is_leaf(e) {
-                let (n, words, _) = poptrie::stats(s, e);
+            for r in Table::<F>::subtrees(s, top_of::<F>(s, i).0) {
+                let (n, words, _) = poptrie::stats(s, r);
                 m = (m.0 + n, m.1 + words);
             }
         }
@@ -1376,6 +1715,8 @@ mod tests {
             skip: Option<(u32, u64, Option<NextHop>)>,
             slots: Vec<Canon>,
         },
+        /// A block's sub-slots: sub-cover and subtree.
+        Block(Vec<(Option<NextHop>, Canon)>),
     }
 
     type Top = Vec<(Option<NextHop>, Canon)>;
@@ -1403,10 +1744,18 @@ mod tests {
             .map(|i| {
                 let (r, cover) = top_of::<F>(s, i);
                 let cover = hop(cover);
-                let trie = if poptrie::is_leaf(r) {
-                    Canon::Leaf(hop(r >> 1))
+                let sub = |r: Ref| {
+                    if poptrie::is_leaf(r) {
+                        Canon::Leaf(hop(r >> 1))
+                    } else {
+                        node(s, r, &hop)
+                    }
+                };
+                let trie = if Table::<F>::BLOCKS && !poptrie::is_leaf(r) {
+                    let b = poptrie::block_entries(s, r);
+                    Canon::Block(b.iter().map(|&(r, c)| (hop(c), sub(r))).collect())
                 } else {
-                    node(s, r, &hop)
+                    sub(r)
                 };
                 (cover, trie)
             })
@@ -1424,7 +1773,7 @@ mod tests {
     /// so that the ids outgrow 1-byte leaves: IPv4's unpacked layout (covers in the leaves;
     /// short prefixes rebuild the subtrees under them), else its packed one.
     fn incremental_is_a_rebuild<F: Family>(
-        ops: &[(bool, u8, u128, u32)],
+        ops: &[(u8, u8, u128, u32)],
         top_bits: u8,
         wide_ids: bool,
     ) {
@@ -1446,14 +1795,23 @@ mod tests {
         let g = crossbeam_epoch::pin();
         assert_eq!(t.snap(&g).packed, !Table::<F>::WIDE_TOP && !wide_ids);
         drop(g);
-        for &(insert, len, x, v) in ops {
+        for &(kind, len, x, v) in ops {
             let len = len % (bits + 1);
             let k = F::Key::from_u128_bits(x).masked(len);
-            let p = Prefix::<F>::from_key(k, len);
+            let mut p = Prefix::<F>::from_key(k, len);
+            // 6 in 10 insert, 2 remove a random prefix (mostly absent), 2 an existing route.
+            let insert = kind % 10 < 6;
             if insert {
                 t.insert(p, NextHop::Attached { ifindex: v }).unwrap();
-            } else {
+            } else if kind % 10 < 8 {
                 let _ = t.remove(&p);
+            } else {
+                let routes = t.routes();
+                if routes.is_empty() {
+                    continue;
+                }
+                p = routes[x as usize % routes.len()].0;
+                t.remove(&p).unwrap();
             }
             let fresh: Table<F> = Table::with_config(Config { top_bits });
             fresh.load(t.routes()).unwrap();
@@ -1468,17 +1826,20 @@ mod tests {
 
     fn ops_strategy(
         bits: u8,
-    ) -> impl proptest::strategy::Strategy<Value = Vec<(bool, u8, u128, u32)>> {
+    ) -> impl proptest::strategy::Strategy<Value = Vec<(u8, u8, u128, u32)>> {
         use proptest::prelude::*;
         // One 20-bit region, a few sub-regions inside it so prefixes nest; lengths spread
-        // over the whole key, weighted to the deep ones.
+        // over the whole key, weighted to the deep ones. Removals of existing routes empty
+        // slots and blocks again.
         let key = prop_oneof![
             any::<u128>().prop_map(|x| (0xa1b2c << 108) | (x >> 20)),
             (0u128..4, any::<u128>()).prop_map(|(i, x)| (0xa1b2c << 108) | (i << 100) | (x >> 40)),
             any::<u128>(),
         ];
-        let len = prop_oneof![1 => 0..=bits, 3 => (bits / 6)..=bits];
-        let op = (prop::bool::weighted(0.6), len, key, 1u32..4);
+        // Also lengths just past the top levels used below (8, 11, 16): with blocks (IPv6)
+        // they are sub-covers.
+        let len = prop_oneof![1 => 0..=bits, 3 => (bits / 6)..=bits, 1 => 9u8..=22];
+        let op = (any::<u8>(), len, key, 1u32..4);
         prop::collection::vec(op, 1..80)
     }
 

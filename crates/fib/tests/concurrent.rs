@@ -360,3 +360,81 @@ fn covers_flip_while_readers_run() {
     }
     assert!(checked.load(Ordering::Relaxed) > 0, "readers ran");
 }
+
+/// IPv6 blocks while readers run: a /22 (a sub-cover, stored in its slot's block) flips
+/// between two next hops over a stable /48 and a /40 that comes and goes under it; in slots
+/// with no other route longer than the top level, a /44 and a /24 come and go, so their
+/// blocks are made and dropped again each time. Every address sees its old or new route,
+/// never no route, never another.
+#[test]
+fn ipv6_blocks_change_while_readers_run() {
+    use std::net::Ipv6Addr;
+    use vrhost_fib::{Fib6, Prefix6};
+    let p6 = |s: &str| s.parse::<Prefix6>().unwrap();
+    let t = Arc::new(Fib6::new());
+    t.insert(p6("2400::/12"), nh(1)).unwrap(); // a cover (top-level entries)
+    t.insert(p6("2400:1000::/22"), nh(2)).unwrap(); // a sub-cover, flips 2 ↔ 3
+    t.insert(p6("2400:1000::/48"), nh(4)).unwrap(); // stable, under the /22
+    t.insert(p6("2600::/12"), nh(6)).unwrap();
+    t.insert(p6("2a00::/12"), nh(8)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let checked = Arc::new(AtomicU64::new(0));
+    let a = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+    let want: Vec<(Ipv6Addr, &'static [u32])> = vec![
+        (a("2400:1000::1"), &[4]),       // the stable /48
+        (a("2400:1000:1::1"), &[2, 3]),  // only the /22
+        (a("2400:1100::1"), &[2, 3, 5]), // the /40 that comes and goes, else the /22
+        (a("2400:2000::1"), &[1]),       // outside the /22: the /12
+        (a("2600:10::1"), &[6, 7]),      // a /44 alone in its slot, coming and going
+        (a("2600:20::1"), &[6]),         // the same slot, outside the /44
+        (a("2a00:100::1"), &[8, 9]),     // a /24 alone in its slot, coming and going
+        (a("2a00:200::1"), &[8]),        // the same slot, outside the /24
+    ];
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (t, stop, checked, want) = (t.clone(), stop.clone(), checked.clone(), want.clone());
+            thread::spawn(move || {
+                let addrs: Vec<_> = want.iter().map(|w| w.0).collect();
+                let mut out = vec![None; addrs.len()];
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let g = vrhost_fib::pin();
+                    t.lookup_batch(&addrs, &mut out, &g);
+                    for ((a, ok), id) in want.iter().zip(&out) {
+                        for id in [*id, t.lookup(*a, &g)] {
+                            let id = id.unwrap_or_else(|| panic!("reader {r}: {a} had no route"));
+                            let hop = t.nexthops(id, &g).expect("resolves").hops()[0];
+                            assert!(
+                                ok.iter().any(|&w| hop == nh(w)),
+                                "reader {r}: {a} → {hop:?}"
+                            );
+                        }
+                    }
+                    n += 1;
+                }
+                checked.fetch_add(n, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    for round in 0..20_000u32 {
+        t.insert(p6("2400:1000::/22"), nh(2 + round % 2)).unwrap();
+        let (prefix, hop) = [
+            ("2400:1100::/40", 5),
+            ("2600:10::/44", 7),
+            ("2a00:100::/24", 9),
+        ][(round / 2 % 3) as usize];
+        if round % 2 == 0 {
+            t.insert(p6(prefix), nh(hop)).unwrap();
+        } else {
+            t.remove(&p6(prefix)).unwrap();
+        }
+        if round % 5_000 == 2_500 {
+            t.load(t.routes()).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("reader saw a torn or missing route");
+    }
+    assert!(checked.load(Ordering::Relaxed) > 0, "readers ran");
+}

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
-use vrhost_fib::{Config, Family, FibError, Key, NextHop, Prefix, Table, V4, V6};
+use vrhost_fib::{Config, Family, FibError, Kernel, Key, NextHop, Prefix, Table, V4, V6};
 
 /// Map per prefix length; lookup walks lengths from longest to shortest.
 struct Reference<F: Family> {
@@ -33,6 +33,9 @@ impl<F: Family> Reference<F> {
 enum Op {
     Insert(u8, u128, u32),
     Remove(u8, u128),
+    /// Remove the route at this position (modulo their number) in prefix order: a removal
+    /// that finds its route, whatever was inserted (a random `Remove` mostly misses).
+    RemoveExisting(usize),
     /// `load(routes())`: a full rebuild of the same routes.
     Reload,
 }
@@ -53,14 +56,24 @@ fn key_strategy() -> impl Strategy<Value = u128> {
     ]
 }
 
+/// Lengths over the whole key, with the default and host routes, and more of those just
+/// past the top levels the tests use (8, and IPv6's 20): they are the IPv6 blocks' sub-covers.
 fn len_strategy(bits: u8) -> impl Strategy<Value = u8> {
-    prop_oneof![Just(0u8), Just(bits), 0..=bits, (bits / 2)..=bits,]
+    prop_oneof![
+        Just(0u8),
+        Just(bits),
+        0..=bits,
+        (bits / 2)..=bits,
+        9u8..=15,
+        21u8..=27,
+    ]
 }
 
 fn ops(bits: u8) -> impl Strategy<Value = Vec<Op>> {
     let op = prop_oneof![
         3 => (len_strategy(bits), key_strategy(), 1u32..5).prop_map(|(l, k, v)| Op::Insert(l, k, v)),
-        2 => (len_strategy(bits), key_strategy()).prop_map(|(l, k)| Op::Remove(l, k)),
+        1 => (len_strategy(bits), key_strategy()).prop_map(|(l, k)| Op::Remove(l, k)),
+        2 => any::<usize>().prop_map(Op::RemoveExisting),
         1 => Just(Op::Reload),
     ];
     proptest::collection::vec(op, 1..120)
@@ -143,6 +156,17 @@ where
                 }
                 probes.push(key);
             }
+            Op::RemoveExisting(i) => {
+                let routes = t.routes();
+                if routes.is_empty() {
+                    continue;
+                }
+                let (p, set) = &routes[i % routes.len()];
+                assert_eq!(&t.remove(p).unwrap(), set);
+                let v = r.by_len[usize::from(p.len())].remove(&p.key());
+                assert_eq!(v.map(nh), Some(set.hops()[0]), "{p} in the reference");
+                probes.push(p.key());
+            }
             Op::Reload => {
                 let sets = t.nexthop_sets();
                 t.load(t.routes()).unwrap();
@@ -170,11 +194,20 @@ where
     assert_eq!(dump, want);
 }
 
+/// Every lookup path agrees with the reference: single, batch, and the batch with each step
+/// this CPU can run (scalar, and AVX-512 with gathers and with loads).
 fn check<F: Family>(t: &Table<F>, r: &Reference<F>, probes: &[F::Key]) {
     let g = vrhost_fib::pin();
     let addrs: Vec<F::Addr> = probes.iter().map(|&k| F::addr(k)).collect();
     let mut out = vec![None; addrs.len()];
     t.lookup_batch(&addrs, &mut out, &g);
+    for kernel in [Kernel::Scalar, Kernel::Avx512Gather, Kernel::Avx512Loads] {
+        if kernel.available() {
+            let mut o = vec![None; addrs.len()];
+            t.lookup_batch_with(kernel, &addrs, &mut o, &g);
+            assert_eq!(o, out, "{kernel:?} against lookup_batch");
+        }
+    }
     for (i, &k) in probes.iter().enumerate() {
         let want = r.lookup(k);
         let single = t.lookup(F::addr(k), &g);
