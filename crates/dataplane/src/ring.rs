@@ -39,6 +39,8 @@ unsafe impl Send for Shared {}
 // SAFETY: `buf` points into the buffer owned by `s` (an `Arc<Shared>`, itself Send + Sync)
 // and is only used as `s.buf` would be, by the producer's single owner.
 unsafe impl Send for Producer {}
+// SAFETY: `tail` points at `s.tail`, an atomic owned by `s` (Send + Sync), only loaded.
+unsafe impl Send for Consumer {}
 
 impl Drop for Shared {
     fn drop(&mut self) {
@@ -71,8 +73,14 @@ pub struct Producer {
 }
 
 /// The receiving end.
+///
+/// It keeps the address of the producer's index beside its own: the owner of a VR asks each
+/// of its rings "anything waiting?" every poll, and with many VRs going through the shared
+/// header first cost a cache line per ring per poll.
 pub struct Consumer {
     s: Arc<Shared>,
+    /// `&s.tail` (it lives as long as `s`).
+    tail: *const AtomicUsize,
     head: usize,
     tail_cache: usize,
 }
@@ -111,6 +119,7 @@ pub fn ring(capacity: usize) -> (Producer, Consumer) {
             head_cache: 0,
         },
         Consumer {
+            tail: &*s.tail as *const AtomicUsize,
             s,
             head: 0,
             tail_cache: 0,
@@ -289,8 +298,16 @@ impl Consumer {
     }
 
     /// Packets waiting (a snapshot).
+    #[inline]
     pub fn len(&self) -> usize {
-        self.s.tail.load(Ordering::Acquire) - self.head
+        self.tail_index() - self.head
+    }
+
+    /// The producer's published index (`Acquire`).
+    #[inline(always)]
+    fn tail_index(&self) -> usize {
+        // SAFETY: `tail` points at `s.tail`, alive while `s` is.
+        unsafe { &*self.tail }.load(Ordering::Acquire)
     }
 
     /// Whether no packet waits (a snapshot).
@@ -302,7 +319,7 @@ impl Consumer {
     fn ready(&mut self, want: usize) -> usize {
         let mut n = self.tail_cache - self.head;
         if n < want {
-            self.tail_cache = self.s.tail.load(Ordering::Acquire);
+            self.tail_cache = self.tail_index();
             n = self.tail_cache - self.head;
         }
         n

@@ -140,6 +140,8 @@ struct Owned {
     fences: Vec<Box<dyn Fence>>,
     /// Last seen value of the VR's quarantine flag.
     quarantined: bool,
+    /// Its inject queue may hold frames (see `Shared::inject_bell`).
+    inject_pending: bool,
 }
 
 /// A VR as a worker sees it. Demux's per-packet state comes first and fills the first cache
@@ -258,6 +260,8 @@ pub struct Worker {
     scratch: Box<Scratch>,
     /// `Shared::quarantine_gen` when the VRs' quarantine flags were last copied.
     quarantine_seen: u64,
+    /// This worker's `Shared::inject_bell` when its VRs' inject queues were last looked at.
+    inject_seen: u64,
 }
 
 impl core::fmt::Debug for Worker {
@@ -298,6 +302,7 @@ impl Worker {
             cost_model: None,
             scratch: Scratch::new(),
             quarantine_seen: 0,
+            inject_seen: 0,
         };
         w.refresh();
         w.adopt();
@@ -369,6 +374,15 @@ impl Worker {
             self.quarantine_seen = qg;
             for l in self.vrs.iter_mut().flatten() {
                 l.quarantined = l.snap.vr.quarantined.load(Ordering::Relaxed);
+            }
+        }
+        let bell = self.sh.inject_bell[self.id].load(Ordering::Acquire);
+        if bell != self.inject_seen {
+            self.inject_seen = bell;
+            for l in self.vrs.iter_mut().flatten() {
+                if let Some(o) = l.own.as_mut() {
+                    o.inject_pending = true;
+                }
             }
         }
         if !self.adopting.is_empty() {
@@ -625,6 +639,8 @@ impl Worker {
                 sched,
                 fences: h.fences,
                 quarantined: false,
+                // Frames may have been queued while the VR moved.
+                inject_pending: true,
             });
             // Keep `owned` in id order (the round-robin baseline runs VRs in that order).
             let at = owned.partition_point(|&o| o < vr);
@@ -913,8 +929,7 @@ impl Worker {
         let Some(o) = l.own.as_mut() else {
             return false;
         };
-        let q = l.snap.vr.quarantined.load(Ordering::Relaxed);
-        if q {
+        if l.quarantined {
             o.quarantined = true;
             let pool = &*self.sh.pool;
             let c = &l.snap.vr.counters[self.id];
@@ -959,7 +974,10 @@ impl Worker {
                 continue;
             };
             let Some(o) = l.own.as_mut() else { continue };
-            let inject = !l.snap.vr.inject.is_empty();
+            if o.inject_pending && l.snap.vr.inject.is_empty() {
+                o.inject_pending = false;
+            }
+            let inject = o.inject_pending;
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             if backlog == 0 && !inject {
                 continue;
@@ -1020,7 +1038,7 @@ impl Worker {
             return 0;
         };
         let Some(o) = l.own.as_mut() else { return 0 };
-        if coalesce && l.snap.vr.inject.is_empty() && o.deferred < MAX_DEFER {
+        if coalesce && !o.inject_pending && o.deferred < MAX_DEFER {
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             if backlog < COALESCE {
                 o.deferred += 1;
@@ -1033,11 +1051,15 @@ impl Worker {
         let pool = &*self.sh.pool;
         let mut v = PktVec::new();
         // Injected frames first: they are few and carry the control plane's protocols.
-        while !v.is_full() {
-            let Some(p) = l.snap.vr.inject.pop() else {
-                break;
-            };
-            v.push(p);
+        if o.inject_pending {
+            while !v.is_full() {
+                let Some(p) = l.snap.vr.inject.pop() else {
+                    // Drained: a frame queued from now on rings the bell again.
+                    o.inject_pending = false;
+                    break;
+                };
+                v.push(p);
+            }
         }
         let injected = v.len();
         let mut input = PktVec::new();
