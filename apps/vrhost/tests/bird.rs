@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::Daemon;
 use serde_json::Value;
-use vrhost_lab::{Netns, require_root, veth};
+use vrhost_lab::{Netns, offload, require_root, veth};
 
 /// Whether BIRD 2 is installed (`.ci/run` installs Debian's `bird2`). Under `CI=true` its
 /// absence fails the test.
@@ -103,12 +103,24 @@ fn ctl_json(d: &Daemon, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn wait(what: &str, secs: u64, mut f: impl FnMut() -> bool) -> Duration {
+fn wait(what: &str, secs: u64, f: impl FnMut() -> bool) -> Duration {
+    wait_explained(what, secs, f, String::new)
+}
+
+/// [`wait`], and on a timeout the panic message ends with what `explain` says (the state
+/// that tells a CI log why it took so long).
+fn wait_explained(
+    what: &str,
+    secs: u64,
+    mut f: impl FnMut() -> bool,
+    explain: impl Fn() -> String,
+) -> Duration {
     let t0 = Instant::now();
     while !f() {
         assert!(
             t0.elapsed() < Duration::from_secs(secs),
-            "timed out after {secs} s waiting for: {what}"
+            "timed out after {secs} s waiting for: {what}\n{}",
+            explain()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -271,6 +283,14 @@ fn bgp_full_feed_reaches_the_fib_and_is_withdrawn() {
     let prefix = router.name().to_string();
     let outside = Netns::new("bb-o").unwrap();
     veth((&outside, "eth0"), (&router, "p0"), 1).unwrap();
+    // Wire-like frames both ways (see `vrhost_lab::offload`): with TSO/GSO left on, the
+    // outside BIRD's TCP segments reach the packet socket as 64 KB super-frames, which the
+    // port drops (`oversize`), and the session crawls through retransmissions — 15 s to
+    // over 400 s for the feed, by luck.
+    for (ns, dev) in [(&outside, "eth0"), (&router, "p0")] {
+        let state = ns.run(|| offload::disable(dev)).unwrap().unwrap();
+        assert!(state.all_off(), "{dev} in {}: {state:?}", ns.name());
+    }
     outside
         .ip(&["addr", "add", "10.3.0.2/24", "dev", "eth0"])
         .unwrap();
@@ -346,10 +366,22 @@ protocol bgp down6 {
 "#;
     let _inside = Bird::start(&ns, &format!("{prefix}-bird-in"), inside);
     let mut out = Bird::start(outside.name(), &format!("{prefix}-bird-out"), &feed);
-    let took = wait("the whole feed in the FIB", 400, || {
-        let (r4, r6) = vr_routes(&d, "z");
-        r4 >= base.0 + u64::from(V4) && r6 >= base.1 + u64::from(V6)
-    });
+    let took = wait_explained(
+        "the whole feed in the FIB",
+        180,
+        || {
+            let (r4, r6) = vr_routes(&d, "z");
+            r4 >= base.0 + u64::from(V4) && r6 >= base.1 + u64::from(V6)
+        },
+        || {
+            format!(
+                "routes now {:?} (base {base:?})\nstatus: {}\nVR: {}",
+                vr_routes(&d, "z"),
+                ctl_json(&d, &["status"]),
+                ctl_json(&d, &["show", "z"])
+            )
+        },
+    );
     eprintln!("100k IPv4 + 20k IPv6 BGP routes in the FIB {took:?} after the feed started");
     assert!(has_route(&d, "z", "100.1.134.0/24", "via 10.3.0.2 dev a"));
     let s = ctl_json(&d, &["show", "z"]);
