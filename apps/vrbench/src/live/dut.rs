@@ -286,7 +286,7 @@ impl LiveLab {
                     "afpacket"
                 };
                 daemon = Some(
-                    Daemon::start(bin, &lab, backend, &[cores.dut], vrs, &prefixes)
+                    Daemon::start(bin, &lab, backend, "auto", &[cores.dut], vrs, &prefixes)
                         .with_context(|| format!("starting vrhost ({backend})"))?,
                 );
             }
