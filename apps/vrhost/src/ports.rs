@@ -17,7 +17,7 @@ use vrhost_control::config::{Backend, PortSpec, TxSpec, XdpMode};
 use vrhost_dataplane::Pool;
 use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_io::afpacket::{PacketOptions, PacketPort};
-use vrhost_io::afxdp::{AttachMode, XdpOptions, XdpPort};
+use vrhost_io::afxdp::{AttachMode, BindMode, XdpOptions, XdpPort};
 use vrhost_io::txpath::{TxChoice, TxPath, TxPathState};
 use vrhost_io::xdptx::{self, XdpTxError};
 
@@ -98,6 +98,14 @@ impl OpenPort {
                     Sock::Packet(packet().context("AF_PACKET")?)
                 }
             },
+        };
+        // A zero-copy AF_XDP socket transmits from the pool with no copy and no skb: XDP
+        // transmit (a copy into its map) would only cost more, so `auto` keeps the socket.
+        let tx = match &sock {
+            Sock::Xdp(p) if tx == TxChoice::Auto && p.mode().1 == BindMode::ZeroCopy => {
+                TxChoice::Socket
+            }
+            _ => tx,
         };
         let port = OpenPort {
             sock,

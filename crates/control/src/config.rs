@@ -97,7 +97,7 @@ pub enum XdpMode {
 #[serde(rename_all = "lowercase")]
 pub enum TxSpec {
     /// The device's XDP transmit where it takes it (checked again every second), else the
-    /// socket's own.
+    /// socket's own; a zero-copy AF_XDP socket keeps its own (it copies nothing).
     #[default]
     Auto,
     /// The socket's own transmit (AF_XDP tx ring, AF_PACKET `sendmmsg`).

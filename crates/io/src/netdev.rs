@@ -28,6 +28,11 @@ const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
 const CTRL_ATTR_FAMILY_ID: u16 = 1;
 const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const CTRL_ATTR_MCAST_GROUPS: u16 = 7;
+const CTRL_ATTR_MCAST_GRP_NAME: u16 = 1;
+const CTRL_ATTR_MCAST_GRP_ID: u16 = 2;
+const SOL_NETLINK: i32 = 270;
+const NETLINK_ADD_MEMBERSHIP: i32 = 1;
 const NETDEV_CMD_DEV_GET: u8 = 1;
 const NETDEV_A_DEV_IFINDEX: u16 = 1;
 const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
@@ -61,7 +66,90 @@ pub fn xdp_features(ifindex: u32) -> io::Result<u64> {
         .ok_or_else(|| io::Error::other(format!("netdev: no xdp-features for ifindex {ifindex}")))
 }
 
+/// Notifications of device changes (the `netdev` family's `mgmt` group: a device added,
+/// removed, or its XDP features changed) in the calling thread's namespace, read without
+/// blocking. Why: a device that stops taking XDP transmit drops what is sent to it without
+/// a counter, so a transmit queue wants to know at once, not at its next periodic check.
+#[derive(Debug)]
+pub struct Watch(Genl);
+
+impl Watch {
+    /// Join the notifications.
+    pub fn open() -> io::Result<Watch> {
+        let sock = Genl::open()?;
+        let family = sock.request(
+            GENL_ID_CTRL,
+            CTRL_CMD_GETFAMILY,
+            CTRL_ATTR_FAMILY_NAME,
+            b"netdev\0",
+        )?;
+        let groups = attr(&family, CTRL_ATTR_MCAST_GROUPS)
+            .ok_or_else(|| io::Error::other("netdev: no multicast groups"))?;
+        let mut id = None;
+        let mut at = 0;
+        // A list of nested groups, each with a name and an id.
+        while at + 4 <= groups.len() {
+            let len = usize::from(u16::from_ne_bytes([groups[at], groups[at + 1]]));
+            if len < 4 || at + len > groups.len() {
+                break;
+            }
+            let g = &groups[at + 4..at + len];
+            if attr(g, CTRL_ATTR_MCAST_GRP_NAME).is_some_and(|n| n.starts_with(b"mgmt\0")) {
+                id = attr(g, CTRL_ATTR_MCAST_GRP_ID)
+                    .and_then(|v| v.get(..4))
+                    .map(|v| u32::from_ne_bytes(v.try_into().expect("4 bytes")));
+            }
+            at += len.div_ceil(4) * 4;
+        }
+        let id = id.ok_or_else(|| io::Error::other("netdev: no mgmt multicast group"))?;
+        // SAFETY: setsockopt with a u32 option value that lives across the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.0.as_raw_fd(),
+                SOL_NETLINK,
+                NETLINK_ADD_MEMBERSHIP,
+                (&raw const id).cast(),
+                4,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Watch(sock))
+    }
+
+    /// Whether any notification arrived since the last call (all of them are read). A
+    /// lost notification (the socket's buffer overran) counts as one.
+    pub fn changed(&self) -> bool {
+        let mut buf = [0u8; 4096];
+        let mut any = false;
+        loop {
+            // SAFETY: receiving into `buf`, which is `buf.len()` bytes long.
+            let n = unsafe {
+                libc::recv(
+                    self.0.0.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n > 0 {
+                any = true;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return any,
+                // ENOBUFS: notifications were lost; something changed.
+                _ => return true,
+            }
+        }
+    }
+}
+
 /// A generic-netlink socket.
+#[derive(Debug)]
 struct Genl(OwnedFd);
 
 impl Genl {

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use vrhost_dataplane::port::TxQueue;
-use vrhost_dataplane::{PktVec, Pool};
+use vrhost_dataplane::{PktVec, Pool, VECTOR};
 use vrhost_io::bpf::{self, Alu, Insn, Link, Program};
 use vrhost_io::xdptx::{CAP, XdpTx, XdpTxError};
 use vrhost_lab::{Capture, Netns, require_root, veth};
@@ -133,4 +133,106 @@ fn a_device_without_xdp_transmit_is_refused_with_the_reason() {
     );
     let missing = b.run(|| XdpTx::open("nosuch0").unwrap_err()).unwrap();
     assert!(missing.to_string().contains("nosuch0"), "{missing}");
+}
+
+/// The per-queue path (`txpath`): a light flush goes by the socket, a loaded one by XDP
+/// transmit, frames leave in order either way; a fence passes at the next flush; when the
+/// peer stops taking XDP transmit (its program detached) the queue moves to the socket
+/// within about a second and nothing is lost.
+#[test]
+fn the_queue_picks_its_path_per_flush_and_follows_the_device() {
+    use std::sync::atomic::Ordering::Relaxed;
+    use vrhost_io::afpacket::{PacketOptions, PacketPort};
+    use vrhost_io::txpath::{TxChoice, TxPath, XDP_MIN_FRAMES};
+    if !require_root("XDP transmit test") {
+        return;
+    }
+    let a = Netns::new("xtx").unwrap();
+    let b = Netns::new("xtx").unwrap();
+    veth((&a, "va"), (&b, "vb"), 1).unwrap();
+    let pass = pass_program(&a, "va");
+    let cap = Capture::open(&a, "va").unwrap();
+    let pool = Pool::new(2048);
+    let mut port = b
+        .run(|| PacketPort::open("vb", 1, &pool, &PacketOptions::default()))
+        .unwrap()
+        .unwrap();
+    let (_rx, socket) = port.take_queues().pop().unwrap();
+    let mut seq = 0u32;
+    let mut sent = Vec::new();
+    let mut send = |tx: &mut Box<dyn TxQueue>, n: usize| {
+        let mut v = PktVec::new();
+        for _ in 0..n {
+            let f = frame(seq, 60 + (seq as usize % 50));
+            seq += 1;
+            v.push(pool.alloc_frame(&f).unwrap());
+            sent.push(f);
+            if v.is_full() {
+                assert_eq!(tx.tx_burst(&pool, &mut v), VECTOR);
+            }
+        }
+        let len = v.len();
+        assert_eq!(tx.tx_burst(&pool, &mut v), len);
+        tx.flush(&pool);
+    };
+    let (mut tx, state) = b
+        .run(|| TxPath::wrap("vb", Box::new(socket), TxChoice::Auto))
+        .unwrap()
+        .unwrap_or_else(|(_, e)| panic!("{e}"));
+    let state = state.expect("a path, not the bare socket");
+    assert!(state.xdp.load(Relaxed));
+    let xdp_frames = || state.xdp_counters.frames.load(Relaxed);
+    // The worker's thread is in the port's namespace; so is this one for the runs.
+    b.run(|| {
+        send(&mut tx, XDP_MIN_FRAMES - 1);
+        assert_eq!(xdp_frames(), 0, "a light flush goes by the socket");
+        send(&mut tx, 300);
+        assert_eq!(xdp_frames(), 300, "a loaded one by XDP transmit");
+        send(&mut tx, 3);
+        let f = tx.fence().expect("a fence");
+        send(&mut tx, 0);
+        assert!(f.passed(), "passed at the next flush");
+    })
+    .unwrap();
+    // The peer's program goes: the device stops taking XDP transmit (frames sent by XDP
+    // now would vanish, so none are sent until the queue has noticed; flushes with
+    // nothing to send are what a worker's idle polls make).
+    drop(pass);
+    b.run(|| {
+        let t0 = Instant::now();
+        while state.xdp.load(Relaxed) && t0.elapsed() < Duration::from_secs(3) {
+            send(&mut tx, 0);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        // Without the notification it takes the periodic check (a second).
+        assert!(
+            t0.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert!(!state.xdp.load(Relaxed), "still on XDP transmit");
+        let before = xdp_frames();
+        send(&mut tx, 100);
+        assert_eq!(xdp_frames(), before, "on the socket now");
+    })
+    .unwrap();
+    assert_eq!(state.switches.load(Relaxed), 1);
+    let got = wait_for(&cap, sent.len());
+    let seqs = |v: &[Vec<u8>]| -> Vec<u32> {
+        v.iter()
+            .map(|f| u32::from_be_bytes(f[14..18].try_into().unwrap()))
+            .collect()
+    };
+    let missing: Vec<u32> = seqs(&sent)
+        .into_iter()
+        .filter(|s| !seqs(&got).contains(s))
+        .collect();
+    assert!(missing.is_empty(), "missing at the peer: {missing:?}");
+    assert_eq!(got.len(), sent.len(), "every frame at the peer");
+    for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+        assert_eq!(g, s, "frame {i} in order");
+    }
+    drop(tx);
+    drop(port);
+    assert_eq!(pool.available(), pool.capacity());
 }
