@@ -100,17 +100,18 @@ fn a_short_run_forwards_through_vrhost_and_the_kernel() {
         "vrhost's own counters saw no traffic: {vrhost_case}"
     );
     // The sink's end runs a NAPI (`--sink-napi gro`, the default), so vrhost's `tx = auto`
-    // transmits on p1 by XDP, and every frame the VRs sent went that way.
+    // transmits on p1 by XDP: all but the few frames of light polls (under 32 a poll, at
+    // the trial's edges) went that way.
     let p1 = &vrhost_case["ports"]["p1"];
     assert!(
         p1["backend"].as_str().unwrap_or("").ends_with("tx xdp"),
         "{p1}"
     );
-    assert_eq!(
-        p1["kernel"]["xdp_tx_frames"].as_u64(),
-        p1["tx_packets"].as_u64(),
-        "{p1}"
+    let (by_xdp, sent) = (
+        p1["kernel"]["xdp_tx_frames"].as_u64().unwrap(),
+        p1["tx_packets"].as_u64().unwrap(),
     );
+    assert!(by_xdp <= sent && by_xdp * 100 >= sent * 99, "{p1}");
 
     let left: Vec<String> = vrhost_lab::Netns::list()
         .unwrap()

@@ -104,15 +104,19 @@ fn forwards_by_xdp_transmit(backend: &str) {
     );
     let bytes = iperf(&lab, 0, 2);
     assert!(bytes > 1_000_000, "iperf3 moved only {bytes} bytes");
+    // Light polls' few frames go by the socket, loaded ones by XDP transmit: TCP's bursts
+    // towards side B fill some polls well past the 32 frames that takes.
     let st = d.status();
+    let mut by_xdp = 0;
     for p in st["ports"].as_array().unwrap() {
         let what = p["backend"].as_str().unwrap();
         assert!(what.starts_with(backend) && what.ends_with("tx xdp"), "{p}");
         let k = &p["kernel"];
         assert_eq!(k["xdp_tx_failed"], 0, "{p}");
         assert_eq!(k["xdp_tx_refused"], 0, "{p}");
-        assert!(k["xdp_tx_frames"].as_u64().unwrap() > 100, "{p}");
+        by_xdp += k["xdp_tx_frames"].as_u64().unwrap();
     }
+    assert!(by_xdp > 0, "no frame went by XDP transmit: {st}");
 }
 
 #[test]
