@@ -762,6 +762,32 @@ impl Program {
         .map(drop)
     }
 
+    /// [`Program::run_live`] on a template whose first `meta` bytes (a multiple of 4, at
+    /// most 32) are XDP metadata in front of the frame: the program finds them between
+    /// `data_meta` and `data`. Metadata is not overwritten when the program rewrites the
+    /// frame, so it survives a page's reuse within the run (live mode initialises a page
+    /// from the template only the first time the run uses it).
+    pub fn run_live_meta(
+        &self,
+        template: &[u8],
+        meta: u32,
+        ifindex: u32,
+        queue: u32,
+        repeat: u32,
+        batch: u32,
+    ) -> io::Result<()> {
+        let ctx = [meta, template.len() as u32, 0, ifindex, queue, 0];
+        self.run(
+            template,
+            Some(&ctx),
+            None,
+            repeat,
+            batch,
+            BPF_F_TEST_XDP_LIVE_FRAMES,
+        )
+        .map(drop)
+    }
+
     /// `BPF_PROG_RUN` with `ctx` (if any) as the `struct xdp_md` (data, data_end, data_meta,
     /// ingress_ifindex, rx_queue_index, egress_ifindex), and `out` (if any) receiving the
     /// frame as the program left it and its length; returns the program's return value.

@@ -24,9 +24,11 @@
 //!   the program refused, `u32` — a bad length; stays 0), entries 1.. are frames (`u32`
 //!   length, 4 bytes padding, the bytes), filled in `tx_burst` — one copy of the frame's
 //!   bytes, after which its pool slot is free again;
-//! - one program and an array of the queues' maps; the template frame says
-//!   which queue a run is for (a random cookie, then the queue's index: a run of at most
-//!   256 frames gets every frame on a fresh page initialised from the template);
+//! - one program and an array of the queues' maps; the template's XDP metadata says which
+//!   queue a run is for (a random cookie, then the queue's index). Metadata, not frame
+//!   bytes: live mode initialises a page from the template only the first time a run uses
+//!   it, and a page the receiving side has freed again comes back within the same run with
+//!   the last frame's bytes in it — but the metadata in front of them untouched;
 //! - the program: check the cookie, find the queue's map, take the next index, grow or
 //!   shrink the live frame to that entry's length (`bpf_xdp_adjust_tail`), copy the bytes
 //!   in (`bpf_xdp_store_bytes`), return `XDP_TX`.
@@ -43,7 +45,8 @@
 //! changes nothing: 150 µs for 256 frames instead. So the process has one program, shared
 //! by all its queues, attached (generic mode) to the loopback device of a private network
 //! namespace made for it — no traffic anywhere passes through it, and it goes with the
-//! process. (The cookie check makes any frame that did arrive there pass untouched.)
+//! process. (So the program runs only for this process's test runs: a frame without the
+//! cookie is dropped, and the run goes on from the next frame's index.)
 //!
 //! # When it works
 //!
@@ -78,8 +81,12 @@ pub const MAX_QUEUES: u32 = 256;
 const ENTRY_HDR: usize = 8;
 /// Smallest frame the program sends (an Ethernet header).
 const MIN_FRAME: i32 = 14;
-/// Bytes of the template frame (the program resizes and overwrites it).
-const TEMPLATE_LEN: usize = 64;
+/// Bytes of XDP metadata in front of the template frame: the cookie (8), the queue's
+/// index (4), and 4 spare, so a 4-byte push in front of the frame (a VLAN tag on the
+/// receiving side) cannot reach the two.
+const META_LEN: usize = 16;
+/// Bytes of the template: the metadata, then a frame the program resizes and overwrites.
+const TEMPLATE_LEN: usize = META_LEN + 64;
 
 /// Counters of one [`XdpTx`] (the owning worker writes, anyone reads).
 #[derive(Debug, Default)]
@@ -209,6 +216,10 @@ impl XdpTx {
         let mut template = [0u8; TEMPLATE_LEN];
         template[..8].copy_from_slice(&shared.cookie.to_ne_bytes());
         template[8..12].copy_from_slice(&slot.to_ne_bytes());
+        // The frame part: a broadcast header of the local experimental EtherType (never
+        // sent: every frame is overwritten before it leaves).
+        template[META_LEN..META_LEN + 6].fill(0xff);
+        template[META_LEN + 12..META_LEN + 14].copy_from_slice(&[0x88, 0xb5]);
         Ok(XdpTx {
             ifname: ifname.into(),
             ifindex,
@@ -255,18 +266,23 @@ impl XdpTx {
         let mut tries = 0;
         while done < n {
             XdpTxCounters::add(&c.runs, 1);
-            let r = self.shared.prog.run_live(
+            let r = self.shared.prog.run_live_meta(
                 &self.template,
+                META_LEN as u32,
                 self.ifindex,
                 0,
                 n - done,
                 BATCH.min(n - done),
             );
             done = read_u32(self.map.entry(0), 0).min(n);
+            // A run that ended early (a signal; or frames that lost their cookie, which
+            // should not happen) is taken up again a few times, then the rest is counted
+            // as failed.
+            tries += 1;
             match r {
-                Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) && tries < 4 => tries += 1,
-                Err(_) => break,
+                Ok(()) if tries < 4 => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) && tries < 4 => {}
+                _ => break,
             }
         }
         let refused = u64::from(read_u32(self.map.entry(0), 4));
@@ -447,24 +463,25 @@ fn assemble(ops: Vec<Op>) -> Vec<Insn> {
     out
 }
 
-/// The program: `queues` is the array of queue maps, `cookie` what a template starts with.
+/// The program: `queues` is the array of queue maps, `cookie` what a template's metadata
+/// starts with.
 fn program(queues: &Map, cookie: u64) -> Vec<Insn> {
     use Cond::{Eq, Gt, Lt, Ne};
     use Op::{I, Jump, JumpReg, Label};
     let mut ops = vec![
         I(Insn::alu_reg(Alu::Mov, 6, 1)), // r6 = ctx
-        // The template: 8 bytes of cookie, then the queue's index. Anything else (every
-        // frame on lo) passes.
-        I(Insn::load(Size::W, 2, 6, 0)), // r2 = data
-        I(Insn::load(Size::W, 3, 6, 4)), // r3 = data_end
+        // The metadata: 8 bytes of cookie, then the queue's index. A frame without them
+        // is dropped.
+        I(Insn::load(Size::W, 2, 6, 8)), // r2 = data_meta
+        I(Insn::load(Size::W, 3, 6, 0)), // r3 = data
         I(Insn::alu_reg(Alu::Mov, 4, 2)),
         I(Insn::alu_imm(Alu::Add, 4, 12)),
-        JumpReg(Gt, 4, 3, "pass"),
+        JumpReg(Gt, 4, 3, "foreign"),
         I(Insn::load(Size::Dw, 4, 2, 0)),
     ];
     ops.extend(Insn::load_imm64(5, cookie).map(I));
     ops.extend([
-        JumpReg(Ne, 4, 5, "pass"),
+        JumpReg(Ne, 4, 5, "foreign"),
         I(Insn::load(Size::W, 8, 2, 8)), // r8 = queue index
         I(Insn::store(Size::W, 10, -4, 8)),
         I(Insn::alu_reg(Alu::Mov, 2, 10)),
@@ -523,8 +540,8 @@ fn program(queues: &Map, cookie: u64) -> Vec<Insn> {
         Label("abort"),
         I(Insn::alu_imm(Alu::Mov, 0, bpf::XDP_ABORTED)),
         I(Insn::exit()),
-        Label("pass"),
-        I(Insn::alu_imm(Alu::Mov, 0, bpf::XDP_PASS)),
+        Label("foreign"),
+        I(Insn::alu_imm(Alu::Mov, 0, bpf::XDP_DROP)),
         I(Insn::exit()),
     ]);
     assemble(ops)
