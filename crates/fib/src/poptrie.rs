@@ -430,6 +430,174 @@ pub(crate) fn build_range<K: Key>(
     }
 }
 
+/// A subtree as it stands, for [`repaint`]: what a slot held before its inherited value
+/// changed.
+#[derive(Clone, Copy)]
+pub(crate) enum Old<'a> {
+    /// A leaf: the slot has no deeper route, or its deeper routes collapsed to one value.
+    Leaf(u32),
+    /// A node, retired by the repaint unless it is kept whole.
+    Node(Ref),
+    /// The rest of a folded chain: the strides of `d`'s skip header from the `i`-th (≥ 1) on,
+    /// then its body. Its blob is the caller's to retire (its children are kept or retired
+    /// here).
+    Chain(&'a Decoded, u32),
+}
+
+impl Old<'_> {
+    /// The same subtree, unchanged, as a slot of a node being made.
+    fn keep(self, a: &mut Arena) -> Built {
+        match self {
+            Old::Leaf(x) => Built::Leaf(x),
+            Old::Node(r) => Built::Node { r, fresh: false },
+            Old::Chain(d, i) => {
+                let k = d.skip.map_or(0, |s| s.0);
+                d.write_tail(k - i, a)
+            }
+        }
+    }
+}
+
+/// The subtree [`build`] makes for `base`, `depth`, `inherited` and `routes` when `old` is the
+/// one it made for the same routes under another inherited value: the nodes the inherited
+/// value reaches are made anew, every subtree below a slot a route of its node paints (which
+/// inherits that route, not `inherited`) is kept as it is. Why: a change to a route whose
+/// last bit falls inside a node's stride (an IPv6 /27–/29 is one in the node below the
+/// block) changes the inherited value of the slots it covers; rebuilding their subtrees from
+/// every route under them cost up to 12 µs, while most of those subtrees hang under longer
+/// routes (the /32s under a /29) and do not change at all. Deterministic like `build`, so
+/// the result is the one a fresh build makes (the property tests compare them). Old blobs not
+/// kept are retired.
+pub(crate) fn repaint<K: Key>(
+    base: K,
+    depth: u8,
+    inherited: u32,
+    routes: &[(K, u8, u32)],
+    old: Old<'_>,
+    a: &mut Arena,
+    compress: bool,
+) -> Built {
+    match old {
+        // A collapsed subtree (nothing to keep), or none.
+        Old::Leaf(_) => build(base, depth, inherited, routes, a, compress),
+        Old::Node(r) => {
+            let d = decode(a.cur(), r);
+            let b = repaint_level(base, depth, inherited, routes, &d, 0, a, compress);
+            a.retire(off(r), d.words);
+            b
+        }
+        Old::Chain(d, i) => repaint_level(base, depth, inherited, routes, d, i, a, compress),
+    }
+}
+
+/// [`repaint`] of the level `i` of node `d` (its `i`-th folded stride, or its body if `i` is
+/// the number of strides folded).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one recursive builder, its state spelled out"
+)]
+fn repaint_level<K: Key>(
+    base: K,
+    depth: u8,
+    inherited: u32,
+    routes: &[(K, u8, u32)],
+    d: &Decoded,
+    i: u32,
+    a: &mut Arena,
+    compress: bool,
+) -> Built {
+    let (k, frag, miss) = d.skip.unwrap_or((0, 0, 0));
+    let body = (i == k).then(|| d.slots());
+    // A folded stride: every slot a leaf of the chain's value (deeper routes collapsed into
+    // it, if any) but the one the chain goes on through.
+    let f = if i < k {
+        (frag >> (6 * (k - 1 - i)) & 63) as usize
+    } else {
+        64
+    };
+    let old = |v: usize| match body {
+        Some(slots) => match slots[v] {
+            Built::Leaf(x) => Old::Leaf(x),
+            Built::Node { r, .. } => Old::Node(r),
+        },
+        None if v == f => Old::Chain(d, i + 1),
+        None => Old::Leaf(miss),
+    };
+    let mut slots = [Built::Leaf(inherited); 64];
+    repaint_range(
+        base, depth, 0, 64, inherited, routes, &mut slots, old, a, compress,
+    );
+    make_node(&slots, a, compress)
+}
+
+/// [`build_range`] for slots whose inherited value changed while the routes under them did
+/// not: `old(v)` is slot `v`'s subtree as it stands. A slot with deeper routes that a route
+/// of this node paints keeps its subtree; one that only inherits is repainted ([`repaint`]).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one recursive builder, its state spelled out"
+)]
+pub(crate) fn repaint_range<'d, K: Key>(
+    base: K,
+    depth: u8,
+    first: usize,
+    n: usize,
+    inherited: u32,
+    routes: &[(K, u8, u32)],
+    slots: &mut [Built; 64],
+    old: impl Fn(usize) -> Old<'d>,
+    a: &mut Arena,
+    compress: bool,
+) {
+    let end = u32::from(depth) + 6;
+    let mut vals = [inherited; 64];
+    // Slots a route of this node paints (their subtrees inherit it, not `inherited`).
+    let mut painted = 0u64;
+    for &(k, len, id) in routes {
+        let len = u32::from(len);
+        if len > u32::from(depth) && len <= end {
+            let f = k.bits6(depth);
+            let c = 1usize << (end - len);
+            vals[f..f + c].fill(id);
+            painted |= (u64::MAX >> (64 - c)) << f;
+        }
+    }
+    for v in first..first + n {
+        debug_assert!(
+            matches!(old(v), Old::Leaf(_)) || routes.iter().any(|r| r.1 as u32 > end && r.0.bits6(depth) == v),
+            "slot {v} has a subtree but no deeper route"
+        );
+        slots[v] = Built::Leaf(vals[v]);
+    }
+    // Routes deeper than this node, by slot (contiguous: sorted order).
+    let mut i = 0;
+    while i < routes.len() {
+        if u32::from(routes[i].1) <= end {
+            i += 1;
+            continue;
+        }
+        let v = routes[i].0.bits6(depth);
+        let mut j = i + 1;
+        while j < routes.len() && routes[j].0.bits6(depth) == v {
+            j += 1;
+        }
+        slots[v] = if painted >> v & 1 != 0 {
+            old(v).keep(a)
+        } else {
+            repaint(
+                base.with_bits6(depth, v),
+                depth + 6,
+                vals[v],
+                &routes[i..j],
+                old(v),
+                a,
+                compress,
+            )
+        };
+        i = j;
+    }
+}
+
 /// Build the block of the top-level slot at `base` (`depth` its bits) from the slot's routes
 /// longer than `depth` (sorted, as for [`build`]): the sub-covers painted from the routes no
 /// longer than `depth + 6`, a subtree from `depth + 6` for each sub-slot with longer ones
@@ -505,13 +673,6 @@ pub(crate) fn retire_deep(a: &mut Arena, r: Ref) {
         retire_deep(a, c);
     }
     a.retire(off(r), d.words);
-}
-
-/// Retire the children of `d` (not `d` itself) with their subtrees.
-pub(crate) fn retire_children(a: &mut Arena, d: &Decoded) {
-    for &c in d.children() {
-        retire_deep(a, c);
-    }
 }
 
 /// Retire node `r` alone (of `words` words).

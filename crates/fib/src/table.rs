@@ -1445,32 +1445,51 @@ impl<F: Family> Table<F> {
         };
         let mut routes = core::mem::take(&mut w.scratch);
         Self::routes_under(w, rbase, rlen, &mut routes);
-        for v in first..first + n {
-            match lvl.slots[v] {
-                Built::Node { r: REST, .. } => {
-                    let (sk, _, _) = chain.as_ref().expect("only in a chain");
-                    poptrie::retire_children(&mut w.arena, sk);
-                }
-                Built::Node { r, .. } => poptrie::retire_deep(&mut w.arena, r),
-                Built::Leaf(_) => {}
-            }
-        }
-        if let Some((sk, rest, f)) = chain
-            && !(first..first + n).contains(&f)
+        if let Some((sk, rest, f)) = &chain
+            && !(first..first + n).contains(f)
         {
-            lvl.slots[f] = sk.write_tail(rest, &mut w.arena);
+            lvl.slots[*f] = sk.write_tail(*rest, &mut w.arena);
         }
-        poptrie::build_range(
-            rbase.masked(d),
-            d,
-            first,
-            n,
-            inherited,
-            &routes,
-            &mut lvl.slots,
-            &mut w.arena,
-            Self::COMPRESS,
-        );
+        if u32::from(len) <= end {
+            // The prefix ends in this level: the slots it covers keep their deeper routes,
+            // only the value they inherit changed. Repaint it where it reaches; the subtrees
+            // under the longer routes in those slots stay (`poptrie::repaint`).
+            let old_slots = lvl.slots;
+            let old = |v: usize| match old_slots[v] {
+                Built::Node { r: REST, .. } => {
+                    let (sk, rest, _) = chain.as_ref().expect("only in a chain");
+                    let k = sk.skip.map_or(0, |s| s.0);
+                    poptrie::Old::Chain(sk, k - rest)
+                }
+                Built::Node { r, .. } => poptrie::Old::Node(r),
+                Built::Leaf(x) => poptrie::Old::Leaf(x),
+            };
+            poptrie::repaint_range(
+                rbase.masked(d),
+                d,
+                first,
+                n,
+                inherited,
+                &routes,
+                &mut lvl.slots,
+                old,
+                &mut w.arena,
+                Self::COMPRESS,
+            );
+        } else {
+            // The one slot the prefix lies in, a leaf: build it.
+            poptrie::build_range(
+                rbase.masked(d),
+                d,
+                first,
+                n,
+                inherited,
+                &routes,
+                &mut lvl.slots,
+                &mut w.arena,
+                Self::COMPRESS,
+            );
+        }
         w.scratch = routes;
         // Copy the path above it.
         let mut built = poptrie::make_node(&lvl.slots, &mut w.arena, Self::COMPRESS);
