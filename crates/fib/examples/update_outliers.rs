@@ -10,7 +10,8 @@
 //!
 //! `cargo run --release -p vrhost-fib --example update_outliers [-- short|lengths|churn v4|v6
 //! SECS]` (`short`: only the last part; `lengths`: instead, the update phase's latency by
-//! prefix length; `churn`: delete and re-insert random routes for a while, for profiling)
+//! prefix length; `churn`: delete and re-insert random routes for a while, for profiling —
+//! with `LENS=27-29`, only routes of those lengths)
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -103,10 +104,22 @@ fn by_length<F: Family>(routes: &[(Prefix<F>, NextHopSet)]) {
 
 /// Delete and re-insert routes of the full table for `secs` seconds (for `perf record`: the
 /// update path with the table load a small part of the profile); prints the mean per change.
+/// With `LENS=A-B` in the environment only routes of length A to B are changed.
 fn churn<F: Family>(routes: &[(Prefix<F>, NextHopSet)], secs: f64) {
     let t: Table<F> = Table::new();
     t.load(routes.iter().cloned())
         .expect("generated table loads");
+    let lens = std::env::var("LENS").ok().map(|v| {
+        let (a, b) = v.split_once('-').unwrap_or((&v, &v));
+        let len = |s: &str| s.parse::<u8>().expect("LENS=A-B, prefix lengths");
+        (len(a), len(b))
+    });
+    let routes: Vec<_> = routes
+        .iter()
+        .filter(|(p, _)| lens.is_none_or(|(a, b)| (a..=b).contains(&p.len())))
+        .cloned()
+        .collect();
+    assert!(!routes.is_empty(), "no route of the lengths LENS names");
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
     let start = Instant::now();
     let mut n = 0u64;
