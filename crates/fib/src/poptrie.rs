@@ -292,6 +292,28 @@ fn write(
 /// Make a node from its 64 slots, or collapse to a leaf if there is no child and one value.
 /// With `compress`, a node with one child and one leaf value is folded into its child.
 pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> Built {
+    make_node_in(slots, None, a, compress).expect("no skip header asked for")
+}
+
+/// The node [`make_node`] makes from `slots` under a skip header `skip` (`(k, frag, miss)`)
+/// that the strides above fold into it: `None` (nothing written) if the slots collapse to a
+/// leaf or fold into their only child, when the header cannot simply go on top.
+fn make_plain(
+    slots: &[Built; 64],
+    skip: Option<(u32, u64, u32)>,
+    a: &mut Arena,
+    compress: bool,
+) -> Option<Built> {
+    make_node_in(slots, skip, a, compress)
+}
+
+/// [`make_node`], or with `skip` [`make_plain`].
+fn make_node_in(
+    slots: &[Built; 64],
+    skip: Option<(u32, u64, u32)>,
+    a: &mut Arena,
+    compress: bool,
+) -> Option<Built> {
     let (mut vector, mut leafvec) = (0u64, 0u64);
     let mut children = [0; 64];
     let mut leaves = [0; 64];
@@ -315,7 +337,7 @@ pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> B
         }
     }
     if vector == 0 && nl == 1 {
-        return Built::Leaf(leaves[0]);
+        return skip.is_none().then_some(Built::Leaf(leaves[0]));
     }
     if compress && nc == 1 && nl == 1 {
         let v = vector.trailing_zeros() as usize;
@@ -330,6 +352,9 @@ pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> B
             Some(_) => (0, 0),
         };
         if k > 0 {
+            if skip.is_some() {
+                return None;
+            }
             let r = write(
                 a,
                 Some((k, frag, miss)),
@@ -343,11 +368,11 @@ pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> B
             } else {
                 a.retire(off(c), d.words);
             }
-            return Built::Node { r, fresh: true };
+            return Some(Built::Node { r, fresh: true });
         }
     }
-    let r = write(a, None, vector, leafvec, &children[..nc], &leaves[..nl]);
-    Built::Node { r, fresh: true }
+    let r = write(a, skip, vector, leafvec, &children[..nc], &leaves[..nl]);
+    Some(Built::Node { r, fresh: true })
 }
 
 /// Build the subtree for the node at `depth` whose range starts at `base`.
@@ -507,27 +532,84 @@ fn repaint_level<K: Key>(
     compress: bool,
 ) -> Built {
     let (k, frag, miss) = d.skip.unwrap_or((0, 0, 0));
-    let body = (i == k).then(|| d.slots());
+    if i < k {
+        // The rest of a folded chain. When no route ends in its strides and every route goes
+        // through them (the usual case: a /48 alone under a /32), the strides stay folded
+        // whatever the body becomes, as long as it stays a plain node: write the body once
+        // under the chain's header with the new value, rather than making a node per stride
+        // and folding each into the next (a blob written, read back and freed per stride).
+        let levels = k - i;
+        let bits = 6 * levels;
+        let cfrag = frag & (u64::MAX >> (64 - bits));
+        let body_depth = u32::from(depth) + bits;
+        let through = |key: K| (key.to_u128_bits() << depth >> (128 - bits)) as u64 == cfrag;
+        let pure = routes.iter().all(|r| u32::from(r.1) > body_depth)
+            && routes.first().is_none_or(|r| through(r.0))
+            && routes.last().is_none_or(|r| through(r.0));
+        if pure && !routes.is_empty() {
+            let mut body_base = base;
+            for l in 0..levels {
+                let f = (cfrag >> (6 * (levels - 1 - l)) & 63) as usize;
+                body_base = body_base.with_bits6(depth + 6 * l as u8, f);
+            }
+            let body_depth = body_depth as u8;
+            let slots = repaint_body(body_base, body_depth, inherited, routes, d, a, compress);
+            if let Some(b) = make_plain(&slots, Some((levels, cfrag, inherited)), a, compress) {
+                return b;
+            }
+            // The body collapses or folds into its child: make the strides one by one, as a
+            // build does.
+            let mut b = make_node(&slots, a, compress);
+            for l in (0..levels).rev() {
+                let f = (cfrag >> (6 * (levels - 1 - l)) & 63) as usize;
+                let mut up = [Built::Leaf(inherited); 64];
+                up[f] = b;
+                b = make_node(&up, a, compress);
+            }
+            return b;
+        }
+    }
+    if i == k {
+        let slots = repaint_body(base, depth, inherited, routes, d, a, compress);
+        return make_node(&slots, a, compress);
+    }
     // A folded stride: every slot a leaf of the chain's value (deeper routes collapsed into
     // it, if any) but the one the chain goes on through.
-    let f = if i < k {
-        (frag >> (6 * (k - 1 - i)) & 63) as usize
-    } else {
-        64
-    };
-    let old = |v: usize| match body {
-        Some(slots) => match slots[v] {
-            Built::Leaf(x) => Old::Leaf(x),
-            Built::Node { r, .. } => Old::Node(r),
-        },
-        None if v == f => Old::Chain(d, i + 1),
-        None => Old::Leaf(miss),
+    let f = (frag >> (6 * (k - 1 - i)) & 63) as usize;
+    let old = |v: usize| {
+        if v == f {
+            Old::Chain(d, i + 1)
+        } else {
+            Old::Leaf(miss)
+        }
     };
     let mut slots = [Built::Leaf(inherited); 64];
     repaint_range(
         base, depth, 0, 64, inherited, routes, &mut slots, old, a, compress,
     );
     make_node(&slots, a, compress)
+}
+
+/// The slots of node `d`'s body (at `depth`) repainted for `inherited` ([`repaint`]).
+fn repaint_body<K: Key>(
+    base: K,
+    depth: u8,
+    inherited: u32,
+    routes: &[(K, u8, u32)],
+    d: &Decoded,
+    a: &mut Arena,
+    compress: bool,
+) -> [Built; 64] {
+    let body = d.slots();
+    let old = |v: usize| match body[v] {
+        Built::Leaf(x) => Old::Leaf(x),
+        Built::Node { r, .. } => Old::Node(r),
+    };
+    let mut slots = [Built::Leaf(inherited); 64];
+    repaint_range(
+        base, depth, 0, 64, inherited, routes, &mut slots, old, a, compress,
+    );
+    slots
 }
 
 /// [`build_range`] for slots whose inherited value changed while the routes under them did
