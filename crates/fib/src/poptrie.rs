@@ -646,7 +646,10 @@ pub(crate) fn repaint_range<'d, K: Key>(
     }
     for v in first..first + n {
         debug_assert!(
-            matches!(old(v), Old::Leaf(_)) || routes.iter().any(|r| r.1 as u32 > end && r.0.bits6(depth) == v),
+            matches!(old(v), Old::Leaf(_))
+                || routes
+                    .iter()
+                    .any(|r| r.1 as u32 > end && r.0.bits6(depth) == v),
             "slot {v} has a subtree but no deeper route"
         );
         slots[v] = Built::Leaf(vals[v]);

@@ -1945,6 +1945,145 @@ mod tests {
         assert!(!packed());
     }
 
+    /// The subtree in the slot of the node below the block (bits 26–32) that `addr` falls in
+    /// (IPv6, default layout).
+    fn slot_below_block(t: &Table<V6>, addr: &str) -> Built {
+        let key = V6::key(addr.parse().unwrap());
+        let w = t.w();
+        let s = w.arena.cur();
+        let (e, _) = top_of::<V6>(s, key.top(t.top_bits));
+        let (r, _) = poptrie::block_entries(s, e)[key.bits6(t.top_bits)];
+        assert!(!poptrie::is_leaf(r), "{addr}: a subtree below the block");
+        let d = poptrie::decode(s, r);
+        assert!(
+            d.skip.is_none(),
+            "{addr}: the node below the block is not folded"
+        );
+        d.slots()[key.bits6(t.trie_depth())]
+    }
+
+    /// IPv6 /27–/29 (their last bit in the node below the block) added, replaced and deleted
+    /// over longer routes and under covering ones: lookups match a brute-force longest match,
+    /// the trie is the one a fresh build makes (so the subtrees that inherit from the prefix
+    /// were repainted right), and the subtrees under longer routes in the slots the prefix
+    /// covers are kept: the same node, not a copy (a copy is written while the original is
+    /// still retired, so it cannot land at the same place).
+    #[test]
+    fn ipv6_27_to_29_repaint_over_longer_routes() {
+        let t: Table<V6> = Table::new();
+        let hop = |i: u32| NextHop::Attached { ifindex: i };
+        let routes = [
+            ("2400::/12", 1),          // a cover (top-level entry)
+            ("2400:1000::/24", 2),     // a sub-cover (block entry)
+            ("2400:1000::/32", 3),     // a slot below the block, painted by its own route
+            ("2400:1000:5::/48", 4),   // under the /32: its subtree must be kept
+            ("2400:1004::/30", 5),     // four slots painted by a /30
+            ("2400:1005:7::/48", 6),   // under the /30
+            ("2400:1010::/48", 7),     // a folded chain that inherits the /27, /28, /29
+            ("2400:1010:1:2::/64", 8), // a deeper chain in the same slot
+            ("2400:1011::/33", 9),     // two halves with one next hop: a collapsed subtree
+            ("2400:1011:8000::/33", 9),
+            ("2400:1012:4::/48", 20), // the next hop the /27 will take: kept apart
+            ("2400:1013:100::/40", 21),
+        ];
+        for (p, h) in routes {
+            t.insert(p.parse().unwrap(), hop(h)).unwrap();
+        }
+        let probes = [
+            "2400:1000:5::1",
+            "2400:1000:6::1",
+            "2400:1004::1",
+            "2400:1005:7::1",
+            "2400:1005:8::1",
+            "2400:1010::1",
+            "2400:1010:1:2::1",
+            "2400:1010:1:3::1",
+            "2400:1010:2::1",
+            "2400:1011::1",
+            "2400:1011:8000::1",
+            "2400:1012:4::1",
+            "2400:1012:5::1",
+            "2400:1013:100::1",
+            "2400:1013:200::1",
+            "2400:1018::1",
+            "2400:101f:ffff::1",
+            "2400:1020::1",
+            "2400:2000::1",
+        ];
+        let check = |what: &str| {
+            let routes = t.routes();
+            for a in probes {
+                let addr: std::net::Ipv6Addr = a.parse().unwrap();
+                let want = routes
+                    .iter()
+                    .filter(|(p, _)| p.contains(addr))
+                    .max_by_key(|(p, _)| p.len())
+                    .map(|(_, s)| s.hops()[0]);
+                let got = t.lookup_set(addr).map(|s| s.hops()[0]);
+                assert_eq!(got, want, "{a} after {what}");
+            }
+            let fresh: Table<V6> = Table::new();
+            fresh.load(routes).unwrap();
+            assert_eq!(canon(&t), canon(&fresh), "after {what}");
+        };
+        check("the setup");
+        let kept = |a: &str| match slot_below_block(&t, a) {
+            Built::Node { r, .. } => r,
+            Built::Leaf(x) => panic!("{a}: a leaf {x}, not a subtree"),
+        };
+        let under32 = kept("2400:1000:5::1");
+        let under30 = kept("2400:1005:7::1");
+        for p in [
+            "2400:1000::/27",
+            "2400:1010::/28",
+            "2400:1010::/29",
+            "2400:1000::/29",
+            "2400:1008::/29",
+        ] {
+            let p: Prefix<V6> = p.parse().unwrap();
+            // Add, replace, replace with the next hop of routes under it (leaves that must
+            // keep telling them apart), add over it a shorter one, delete both.
+            for (h, what) in [
+                (30, "add"),
+                (31, "replace"),
+                (20, "replace with 20"),
+                (9, "replace with 9"),
+            ] {
+                t.insert(p, hop(h)).unwrap();
+                check(&format!("{what} {p}"));
+                assert_eq!(
+                    kept("2400:1000:5::1"),
+                    under32,
+                    "{what} {p}: the /32's subtree"
+                );
+                assert_eq!(
+                    kept("2400:1005:7::1"),
+                    under30,
+                    "{what} {p}: the /30's subtree"
+                );
+            }
+            if p.len() > 27 {
+                t.insert("2400:1000::/27".parse().unwrap(), hop(40))
+                    .unwrap();
+                check(&format!("a /27 over {p}"));
+                t.remove(&"2400:1000::/27".parse().unwrap()).unwrap();
+                check(&format!("the /27 over {p} deleted"));
+            }
+            t.remove(&p).unwrap();
+            check(&format!("delete {p}"));
+            assert_eq!(
+                kept("2400:1000:5::1"),
+                under32,
+                "delete {p}: the /32's subtree"
+            );
+            assert_eq!(
+                kept("2400:1005:7::1"),
+                under30,
+                "delete {p}: the /30's subtree"
+            );
+        }
+    }
+
     #[test]
     fn batch_paths_agree_ipv6() {
         let mut routes = tablegen::ipv6_table(70_000, 7);
