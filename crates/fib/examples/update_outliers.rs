@@ -306,9 +306,19 @@ fn main() {
         let len = |s: &str| s.parse::<u8>().expect("per-route v4|v6 A-B [REPS]");
         let reps = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(9);
         if args.get(2).is_some_and(|a| a == "v4") {
-            per_route::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1), len(a), len(b), reps);
+            per_route::<V4>(
+                &tablegen::ipv4_table(tablegen::IPV4_FULL, 1),
+                len(a),
+                len(b),
+                reps,
+            );
         } else {
-            per_route::<V6>(&tablegen::ipv6_table(tablegen::IPV6_FULL, 1), len(a), len(b), reps);
+            per_route::<V6>(
+                &tablegen::ipv6_table(tablegen::IPV6_FULL, 1),
+                len(a),
+                len(b),
+                reps,
+            );
         }
         return;
     }

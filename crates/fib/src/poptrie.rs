@@ -44,13 +44,15 @@
 //! `miss`. A /48 lookup then costs one blob below the shared upper levels instead of three.
 //! IPv4 does not use it: its chains are rare, and the check costs every lookup.
 //!
-//! Concurrency. Blobs are never modified after they are published. An update builds the
-//! changed slots of one node anew ([`build_range`]) and copies the path above it (path
-//! copying, [`make_node`] per level; unchanged subtrees are shared), then publishes the new
-//! subtree root with one atomic store into the top level; readers see either the old or the
-//! new subtree, never a mix. The builder is deterministic, so an updated trie is the one a
-//! fresh build of the same routes makes (a property test checks it). Replaced blobs are retired to the arena, which reuses them only after
-//! an epoch grace period.
+//! Concurrency. Blobs are never modified after they are published. An update makes the
+//! changed slots of one node anew ([`build_range`], or [`repaint_range`] where only their
+//! inherited value changed: new blobs for the nodes it reaches, the other subtrees shared)
+//! and copies the path above it (path copying, [`make_node`] per level; unchanged subtrees
+//! are shared), then publishes the new subtree root with one atomic store into the top level
+//! (or a block entry); readers see either the old or the new subtree, never a mix. The
+//! builder is deterministic, so an updated trie is the one a fresh build of the same routes
+//! makes (a property test checks it). Replaced blobs are retired to the arena, which reuses
+//! them only after an epoch grace period.
 
 use core::hint::select_unpredictable;
 

@@ -34,11 +34,18 @@
 //!   to 0.17 ms before). `Table::BLOCKS` has the details.
 //! * a longer prefix lies inside one top-level slot (IPv6: one sub-slot). The writer descends to the level whose
 //!   6-bit stride holds the prefix's last bit (a path-compressed node's folded strides count
-//!   as one level each) and rebuilds only the slots of that level the prefix covers — from the
-//!   routes under the prefix alone — or, if the descent meets a leaf first, the one slot the
-//!   prefix lies in; every other subtree is shared. The path above is copied (a chain the
-//!   prefix leaves is split, and chains are folded again as a fresh build would), and the
-//!   slot's new root is published with one store.
+//!   as one level each) and changes only the slots of that level the prefix covers — or, if
+//!   the descent meets a leaf first, builds the one slot the prefix lies in; every other
+//!   subtree is shared. In the covered slots the routes under the prefix are unchanged, only
+//!   the value those slots inherit is: the change *repaints* it where it reaches (a slot's
+//!   leaves, and the nodes below it that inherit it, made anew), and keeps as they are the
+//!   subtrees under the longer routes there (`poptrie::repaint`). Why: an IPv6 /27–/29 ends
+//!   in the node below the block and covers 8–32 of its slots; rebuilding their subtrees from
+//!   every route under them made its changes the slowest of the longer prefixes (p99 9–12 µs,
+//!   the others ≤ 5), while most of those routes hang under /30–/32s whose subtrees do not
+//!   change. The path above is copied (a chain the prefix leaves is split, and chains are
+//!   folded again as a fresh build would), and the slot's new root is published with one
+//!   store.
 //!
 //! Every lookup path (single, batch — IPv4, IPv6 scalar and AVX-512 — and so
 //! [`Table::lookup_set`]) turns a trie result of 0 ("no route") into the sub-slot's sub-cover
