@@ -2089,6 +2089,29 @@ mod tests {
                 "delete {p}: the /30's subtree"
             );
         }
+        // Every blob a repaint replaces is retired and reused: thousands of the same changes
+        // leave the arena where the first round did (a blob left behind per change would use
+        // up its headroom of 4,096 words and grow it).
+        let cycle = || {
+            for p in ["2400:1000::/27", "2400:1010::/29", "2400:1008::/29"] {
+                let p: Prefix<V6> = p.parse().unwrap();
+                for h in [30, 31] {
+                    t.insert(p, hop(h)).unwrap();
+                }
+                t.remove(&p).unwrap();
+            }
+        };
+        cycle();
+        let allocated = t.memory_allocated();
+        for _ in 0..3000 {
+            cycle();
+        }
+        assert_eq!(
+            t.memory_allocated(),
+            allocated,
+            "the arena grew: blobs leaked"
+        );
+        check("the repeated changes");
     }
 
     #[test]
