@@ -9,8 +9,10 @@
 //! (a sub-cover in its slot's block: a store per sub-slot).
 //!
 //! `cargo run --release -p vrhost-fib --example update_outliers [-- short|lengths|churn v4|v6
-//! SECS]` (`short`: only the last part; `lengths`: instead, the update phase's latency by
-//! prefix length; `churn`: delete and re-insert random routes for a while, for profiling)
+//! SECS|per-route v4|v6 A-B [REPS]]` (`short`: only the last part; `lengths`: instead, the update phase's latency by
+//! prefix length; `churn`: delete and re-insert random routes for a while, for profiling —
+//! with `LENS=27-29`, only routes of those lengths; `per-route v6 27-29 [REPS]`: each route's
+//! median delete and insert over REPS tries, and the spread of those over the routes)
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -103,10 +105,22 @@ fn by_length<F: Family>(routes: &[(Prefix<F>, NextHopSet)]) {
 
 /// Delete and re-insert routes of the full table for `secs` seconds (for `perf record`: the
 /// update path with the table load a small part of the profile); prints the mean per change.
+/// With `LENS=A-B` in the environment only routes of length A to B are changed.
 fn churn<F: Family>(routes: &[(Prefix<F>, NextHopSet)], secs: f64) {
     let t: Table<F> = Table::new();
     t.load(routes.iter().cloned())
         .expect("generated table loads");
+    let lens = std::env::var("LENS").ok().map(|v| {
+        let (a, b) = v.split_once('-').unwrap_or((&v, &v));
+        let len = |s: &str| s.parse::<u8>().expect("LENS=A-B, prefix lengths");
+        (len(a), len(b))
+    });
+    let routes: Vec<_> = routes
+        .iter()
+        .filter(|(p, _)| lens.is_none_or(|(a, b)| (a..=b).contains(&p.len())))
+        .cloned()
+        .collect();
+    assert!(!routes.is_empty(), "no route of the lengths LENS names");
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
     let start = Instant::now();
     let mut n = 0u64;
@@ -123,6 +137,48 @@ fn churn<F: Family>(routes: &[(Prefix<F>, NextHopSet)], secs: f64) {
         F::NAME,
         start.elapsed().as_secs_f64() * 1e6 / n as f64
     );
+}
+
+/// Per route of length `lo..=hi`: the median of `reps` deletes and of `reps` re-inserts (each
+/// route's own cost, without the preemptions a single sample catches), then p50 / p99 / max of
+/// those medians over the routes. For lengths with few routes (IPv6 /27: 100 in the table,
+/// 22 samples in `lengths`) a single-sample p99 is one unlucky change.
+fn per_route<F: Family>(routes: &[(Prefix<F>, NextHopSet)], lo: u8, hi: u8, reps: usize) {
+    let t: Table<F> = Table::new();
+    t.load(routes.iter().cloned())
+        .expect("generated table loads");
+    let mut del = Vec::new();
+    let mut ins = Vec::new();
+    for (p, set) in routes.iter().filter(|(p, _)| (lo..=hi).contains(&p.len())) {
+        let (mut d, mut i) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+        for _ in 0..reps {
+            let s = Instant::now();
+            drop(t.remove(p));
+            d.push(s.elapsed());
+            let s = Instant::now();
+            t.insert(*p, set.clone()).expect("re-insert");
+            i.push(s.elapsed());
+        }
+        d.sort();
+        i.sort();
+        del.push(d[reps / 2]);
+        ins.push(i[reps / 2]);
+    }
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    for (what, v) in [("delete", &mut del), ("insert", &mut ins)] {
+        v.sort();
+        let q = |f: f64| us(v[((v.len() - 1) as f64 * f) as usize]);
+        println!(
+            "{} /{lo}–/{hi} {what}, median of {reps} per route, over {} routes (µs): \
+             p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}",
+            F::NAME,
+            v.len(),
+            q(0.5),
+            q(0.9),
+            q(0.99),
+            q(1.0)
+        );
+    }
 }
 
 fn growth() {
@@ -240,6 +296,29 @@ fn main() {
             churn::<V6>(&tablegen::ipv6_table(tablegen::IPV6_FULL, 1), secs);
         } else {
             churn::<V4>(&tablegen::ipv4_table(tablegen::IPV4_FULL, 1), secs);
+        }
+        return;
+    }
+    if args.get(1).is_some_and(|a| a == "per-route") {
+        // `per-route v6 27-29 [REPS]`
+        let lens = args.get(3).map_or("27-29", String::as_str);
+        let (a, b) = lens.split_once('-').unwrap_or((lens, lens));
+        let len = |s: &str| s.parse::<u8>().expect("per-route v4|v6 A-B [REPS]");
+        let reps = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(9);
+        if args.get(2).is_some_and(|a| a == "v4") {
+            per_route::<V4>(
+                &tablegen::ipv4_table(tablegen::IPV4_FULL, 1),
+                len(a),
+                len(b),
+                reps,
+            );
+        } else {
+            per_route::<V6>(
+                &tablegen::ipv6_table(tablegen::IPV6_FULL, 1),
+                len(a),
+                len(b),
+                reps,
+            );
         }
         return;
     }

@@ -480,6 +480,10 @@ pub(crate) struct Arena {
     retired: Vec<(u32, u8)>,
     /// Offsets whose grace period passed, pushed by epoch callbacks, drained on allocation.
     recycled: Arc<SegQueue<(u32, u8)>>,
+    /// Words handed out by `alloc` and not retired or freed since (tests: every blob a change
+    /// replaces is given back, whatever the epoch is doing).
+    #[cfg(test)]
+    pub(crate) live_words: usize,
 }
 
 // SAFETY: `published` points to the snapshot the owning table holds; it is only dereferenced by
@@ -516,6 +520,8 @@ impl Arena {
             free_words: 0,
             retired: Vec::new(),
             recycled: Arc::default(),
+            #[cfg(test)]
+            live_words: 0,
         }
     }
 
@@ -537,6 +543,10 @@ impl Arena {
     /// Write `blob` somewhere free; returns its word offset.
     pub(crate) fn alloc(&mut self, blob: &[u64]) -> usize {
         let n = blob.len();
+        #[cfg(test)]
+        {
+            self.live_words += n;
+        }
         debug_assert!((2..=MAX_BLOB).contains(&n));
         let off = self.take(n);
         let words = &self.cur().words;
@@ -586,7 +596,9 @@ impl Arena {
             self.grow(pad + n + READ_PAST);
         }
         if pad >= 2 {
-            self.free_now(self.bump, pad);
+            // Straight to the free list (not `free_now`: the padding was never handed out).
+            self.free[pad].push(self.bump as u32);
+            self.free_words += pad;
         }
         self.bump += pad + n;
         self.bump - n
@@ -624,12 +636,20 @@ impl Arena {
 
     /// Free a blob that was never published (no reader can have seen it).
     pub(crate) fn free_now(&mut self, off: usize, n: usize) {
+        #[cfg(test)]
+        {
+            self.live_words -= n;
+        }
         self.free[n].push(off as u32);
         self.free_words += n;
     }
 
     /// Free a blob readers may still be reading: reusable after a grace period.
     pub(crate) fn retire(&mut self, off: usize, n: usize) {
+        #[cfg(test)]
+        {
+            self.live_words -= n;
+        }
         self.retired.push((off as u32, n as u8));
     }
 

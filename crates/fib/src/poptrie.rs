@@ -44,13 +44,15 @@
 //! `miss`. A /48 lookup then costs one blob below the shared upper levels instead of three.
 //! IPv4 does not use it: its chains are rare, and the check costs every lookup.
 //!
-//! Concurrency. Blobs are never modified after they are published. An update builds the
-//! changed slots of one node anew ([`build_range`]) and copies the path above it (path
-//! copying, [`make_node`] per level; unchanged subtrees are shared), then publishes the new
-//! subtree root with one atomic store into the top level; readers see either the old or the
-//! new subtree, never a mix. The builder is deterministic, so an updated trie is the one a
-//! fresh build of the same routes makes (a property test checks it). Replaced blobs are retired to the arena, which reuses them only after
-//! an epoch grace period.
+//! Concurrency. Blobs are never modified after they are published. An update makes the
+//! changed slots of one node anew ([`build_range`], or [`repaint_range`] where only their
+//! inherited value changed: new blobs for the nodes it reaches, the other subtrees shared)
+//! and copies the path above it (path copying, [`make_node`] per level; unchanged subtrees
+//! are shared), then publishes the new subtree root with one atomic store into the top level
+//! (or a block entry); readers see either the old or the new subtree, never a mix. The
+//! builder is deterministic, so an updated trie is the one a fresh build of the same routes
+//! makes (a property test checks it). Replaced blobs are retired to the arena, which reuses
+//! them only after an epoch grace period.
 
 use core::hint::select_unpredictable;
 
@@ -292,6 +294,28 @@ fn write(
 /// Make a node from its 64 slots, or collapse to a leaf if there is no child and one value.
 /// With `compress`, a node with one child and one leaf value is folded into its child.
 pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> Built {
+    make_node_in(slots, None, a, compress).expect("no skip header asked for")
+}
+
+/// The node [`make_node`] makes from `slots` under a skip header `skip` (`(k, frag, miss)`)
+/// that the strides above fold into it: `None` (nothing written) if the slots collapse to a
+/// leaf or fold into their only child, when the header cannot simply go on top.
+fn make_plain(
+    slots: &[Built; 64],
+    skip: Option<(u32, u64, u32)>,
+    a: &mut Arena,
+    compress: bool,
+) -> Option<Built> {
+    make_node_in(slots, skip, a, compress)
+}
+
+/// [`make_node`], or with `skip` [`make_plain`].
+fn make_node_in(
+    slots: &[Built; 64],
+    skip: Option<(u32, u64, u32)>,
+    a: &mut Arena,
+    compress: bool,
+) -> Option<Built> {
     let (mut vector, mut leafvec) = (0u64, 0u64);
     let mut children = [0; 64];
     let mut leaves = [0; 64];
@@ -315,7 +339,7 @@ pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> B
         }
     }
     if vector == 0 && nl == 1 {
-        return Built::Leaf(leaves[0]);
+        return skip.is_none().then_some(Built::Leaf(leaves[0]));
     }
     if compress && nc == 1 && nl == 1 {
         let v = vector.trailing_zeros() as usize;
@@ -330,6 +354,9 @@ pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> B
             Some(_) => (0, 0),
         };
         if k > 0 {
+            if skip.is_some() {
+                return None;
+            }
             let r = write(
                 a,
                 Some((k, frag, miss)),
@@ -343,11 +370,11 @@ pub(crate) fn make_node(slots: &[Built; 64], a: &mut Arena, compress: bool) -> B
             } else {
                 a.retire(off(c), d.words);
             }
-            return Built::Node { r, fresh: true };
+            return Some(Built::Node { r, fresh: true });
         }
     }
-    let r = write(a, None, vector, leafvec, &children[..nc], &leaves[..nl]);
-    Built::Node { r, fresh: true }
+    let r = write(a, skip, vector, leafvec, &children[..nc], &leaves[..nl]);
+    Some(Built::Node { r, fresh: true })
 }
 
 /// Build the subtree for the node at `depth` whose range starts at `base`.
@@ -430,6 +457,234 @@ pub(crate) fn build_range<K: Key>(
     }
 }
 
+/// A subtree as it stands, for [`repaint`]: what a slot held before its inherited value
+/// changed.
+#[derive(Clone, Copy)]
+pub(crate) enum Old<'a> {
+    /// A leaf: the slot has no deeper route, or its deeper routes collapsed to one value.
+    Leaf(u32),
+    /// A node, retired by the repaint unless it is kept whole.
+    Node(Ref),
+    /// The rest of a folded chain: the strides of `d`'s skip header from the `i`-th (≥ 1) on,
+    /// then its body. Its blob is the caller's to retire (its children are kept or retired
+    /// here).
+    Chain(&'a Decoded, u32),
+}
+
+impl Old<'_> {
+    /// The same subtree, unchanged, as a slot of a node being made.
+    fn keep(self, a: &mut Arena) -> Built {
+        match self {
+            Old::Leaf(x) => Built::Leaf(x),
+            Old::Node(r) => Built::Node { r, fresh: false },
+            Old::Chain(d, i) => {
+                let k = d.skip.map_or(0, |s| s.0);
+                d.write_tail(k - i, a)
+            }
+        }
+    }
+}
+
+/// The subtree [`build`] makes for `base`, `depth`, `inherited` and `routes` when `old` is the
+/// one it made for the same routes under another inherited value: the nodes the inherited
+/// value reaches are made anew, every subtree below a slot a route of its node paints (which
+/// inherits that route, not `inherited`) is kept as it is. Why: a change to a route whose
+/// last bit falls inside a node's stride (an IPv6 /27–/29 is one in the node below the
+/// block) changes the inherited value of the slots it covers; rebuilding their subtrees from
+/// every route under them cost up to 12 µs, while most of those subtrees hang under longer
+/// routes (the /32s under a /29) and do not change at all. Deterministic like `build`, so
+/// the result is the one a fresh build makes (the property tests compare them). Old blobs not
+/// kept are retired.
+pub(crate) fn repaint<K: Key>(
+    base: K,
+    depth: u8,
+    inherited: u32,
+    routes: &[(K, u8, u32)],
+    old: Old<'_>,
+    a: &mut Arena,
+    compress: bool,
+) -> Built {
+    match old {
+        // A collapsed subtree (nothing to keep), or none.
+        Old::Leaf(_) => build(base, depth, inherited, routes, a, compress),
+        Old::Node(r) => {
+            let d = decode(a.cur(), r);
+            let b = repaint_level(base, depth, inherited, routes, &d, 0, a, compress);
+            a.retire(off(r), d.words);
+            b
+        }
+        Old::Chain(d, i) => repaint_level(base, depth, inherited, routes, d, i, a, compress),
+    }
+}
+
+/// [`repaint`] of the level `i` of node `d` (its `i`-th folded stride, or its body if `i` is
+/// the number of strides folded).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one recursive builder, its state spelled out"
+)]
+fn repaint_level<K: Key>(
+    base: K,
+    depth: u8,
+    inherited: u32,
+    routes: &[(K, u8, u32)],
+    d: &Decoded,
+    i: u32,
+    a: &mut Arena,
+    compress: bool,
+) -> Built {
+    let (k, frag, miss) = d.skip.unwrap_or((0, 0, 0));
+    if i < k {
+        // The rest of a folded chain. When no route ends in its strides and every route goes
+        // through them (the usual case: a /48 alone under a /32), the strides stay folded
+        // whatever the body becomes, as long as it stays a plain node: write the body once
+        // under the chain's header with the new value, rather than making a node per stride
+        // and folding each into the next (a blob written, read back and freed per stride).
+        let levels = k - i;
+        let bits = 6 * levels;
+        let cfrag = frag & (u64::MAX >> (64 - bits));
+        let body_depth = u32::from(depth) + bits;
+        let through = |key: K| (key.to_u128_bits() << depth >> (128 - bits)) as u64 == cfrag;
+        let pure = routes.iter().all(|r| u32::from(r.1) > body_depth)
+            && routes.first().is_none_or(|r| through(r.0))
+            && routes.last().is_none_or(|r| through(r.0));
+        if pure && !routes.is_empty() {
+            let mut body_base = base;
+            for l in 0..levels {
+                let f = (cfrag >> (6 * (levels - 1 - l)) & 63) as usize;
+                body_base = body_base.with_bits6(depth + 6 * l as u8, f);
+            }
+            let body_depth = body_depth as u8;
+            let slots = repaint_body(body_base, body_depth, inherited, routes, d, a, compress);
+            if let Some(b) = make_plain(&slots, Some((levels, cfrag, inherited)), a, compress) {
+                return b;
+            }
+            // The body collapses or folds into its child: make the strides one by one, as a
+            // build does.
+            let mut b = make_node(&slots, a, compress);
+            for l in (0..levels).rev() {
+                let f = (cfrag >> (6 * (levels - 1 - l)) & 63) as usize;
+                let mut up = [Built::Leaf(inherited); 64];
+                up[f] = b;
+                b = make_node(&up, a, compress);
+            }
+            return b;
+        }
+    }
+    if i == k {
+        let slots = repaint_body(base, depth, inherited, routes, d, a, compress);
+        return make_node(&slots, a, compress);
+    }
+    // A folded stride: every slot a leaf of the chain's value (deeper routes collapsed into
+    // it, if any) but the one the chain goes on through.
+    let f = (frag >> (6 * (k - 1 - i)) & 63) as usize;
+    let old = |v: usize| {
+        if v == f {
+            Old::Chain(d, i + 1)
+        } else {
+            Old::Leaf(miss)
+        }
+    };
+    let mut slots = [Built::Leaf(inherited); 64];
+    repaint_range(
+        base, depth, 0, 64, inherited, routes, &mut slots, old, a, compress,
+    );
+    make_node(&slots, a, compress)
+}
+
+/// The slots of node `d`'s body (at `depth`) repainted for `inherited` ([`repaint`]).
+fn repaint_body<K: Key>(
+    base: K,
+    depth: u8,
+    inherited: u32,
+    routes: &[(K, u8, u32)],
+    d: &Decoded,
+    a: &mut Arena,
+    compress: bool,
+) -> [Built; 64] {
+    let body = d.slots();
+    let old = |v: usize| match body[v] {
+        Built::Leaf(x) => Old::Leaf(x),
+        Built::Node { r, .. } => Old::Node(r),
+    };
+    let mut slots = [Built::Leaf(inherited); 64];
+    repaint_range(
+        base, depth, 0, 64, inherited, routes, &mut slots, old, a, compress,
+    );
+    slots
+}
+
+/// [`build_range`] for slots whose inherited value changed while the routes under them did
+/// not: `old(v)` is slot `v`'s subtree as it stands. A slot with deeper routes that a route
+/// of this node paints keeps its subtree; one that only inherits is repainted ([`repaint`]).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one recursive builder, its state spelled out"
+)]
+pub(crate) fn repaint_range<'d, K: Key>(
+    base: K,
+    depth: u8,
+    first: usize,
+    n: usize,
+    inherited: u32,
+    routes: &[(K, u8, u32)],
+    slots: &mut [Built; 64],
+    old: impl Fn(usize) -> Old<'d>,
+    a: &mut Arena,
+    compress: bool,
+) {
+    let end = u32::from(depth) + 6;
+    let mut vals = [inherited; 64];
+    // Slots a route of this node paints (their subtrees inherit it, not `inherited`).
+    let mut painted = 0u64;
+    for &(k, len, id) in routes {
+        let len = u32::from(len);
+        if len > u32::from(depth) && len <= end {
+            let f = k.bits6(depth);
+            let c = 1usize << (end - len);
+            vals[f..f + c].fill(id);
+            painted |= (u64::MAX >> (64 - c)) << f;
+        }
+    }
+    for v in first..first + n {
+        debug_assert!(
+            matches!(old(v), Old::Leaf(_))
+                || routes
+                    .iter()
+                    .any(|r| r.1 as u32 > end && r.0.bits6(depth) == v),
+            "slot {v} has a subtree but no deeper route"
+        );
+        slots[v] = Built::Leaf(vals[v]);
+    }
+    // Routes deeper than this node, by slot (contiguous: sorted order).
+    let mut i = 0;
+    while i < routes.len() {
+        if u32::from(routes[i].1) <= end {
+            i += 1;
+            continue;
+        }
+        let v = routes[i].0.bits6(depth);
+        let mut j = i + 1;
+        while j < routes.len() && routes[j].0.bits6(depth) == v {
+            j += 1;
+        }
+        slots[v] = if painted >> v & 1 != 0 {
+            old(v).keep(a)
+        } else {
+            repaint(
+                base.with_bits6(depth, v),
+                depth + 6,
+                vals[v],
+                &routes[i..j],
+                old(v),
+                a,
+                compress,
+            )
+        };
+        i = j;
+    }
+}
+
 /// Build the block of the top-level slot at `base` (`depth` its bits) from the slot's routes
 /// longer than `depth` (sorted, as for [`build`]): the sub-covers painted from the routes no
 /// longer than `depth + 6`, a subtree from `depth + 6` for each sub-slot with longer ones
@@ -505,13 +760,6 @@ pub(crate) fn retire_deep(a: &mut Arena, r: Ref) {
         retire_deep(a, c);
     }
     a.retire(off(r), d.words);
-}
-
-/// Retire the children of `d` (not `d` itself) with their subtrees.
-pub(crate) fn retire_children(a: &mut Arena, d: &Decoded) {
-    for &c in d.children() {
-        retire_deep(a, c);
-    }
 }
 
 /// Retire node `r` alone (of `words` words).

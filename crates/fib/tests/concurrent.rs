@@ -438,3 +438,83 @@ fn ipv6_blocks_change_while_readers_run() {
     }
     assert!(checked.load(Ordering::Relaxed) > 0, "readers ran");
 }
+
+/// IPv6 /27–/29 while readers run: their last bit falls in the node below the block, and a
+/// change repaints the value the slots they cover inherit (the subtrees under longer routes
+/// stay as they are, the ones that inherit are written anew). A /27 flips between two next
+/// hops and now and then goes away and comes back; a /29 inside it does the same; longer
+/// routes under both stay. Every address sees its old or new route, never no route, never
+/// another.
+#[test]
+fn ipv6_27_to_29_change_while_readers_run() {
+    use std::net::Ipv6Addr;
+    use vrhost_fib::{Fib6, Prefix6};
+    let p6 = |s: &str| s.parse::<Prefix6>().unwrap();
+    let t = Arc::new(Fib6::new());
+    t.insert(p6("2400:1000::/24"), nh(1)).unwrap(); // a sub-cover over everything here
+    t.insert(p6("2400:1000::/27"), nh(2)).unwrap(); // flips 2 ↔ 3, now and then away
+    t.insert(p6("2400:1000::/32"), nh(4)).unwrap(); // inside the /27, its own slot
+    t.insert(p6("2400:1000:5::/48"), nh(5)).unwrap(); // under the /32
+    t.insert(p6("2400:1010::/48"), nh(6)).unwrap(); // a chain inheriting the /27
+    t.insert(p6("2400:1008::/29"), nh(7)).unwrap(); // flips 7 ↔ 8, now and then away
+    t.insert(p6("2400:1009:1::/48"), nh(9)).unwrap(); // under the /29
+    t.insert(p6("2400:1009:2::/56"), nh(10)).unwrap(); // under the /29
+    let stop = Arc::new(AtomicBool::new(false));
+    let checked = Arc::new(AtomicU64::new(0));
+    let a = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+    let want: Vec<(Ipv6Addr, &'static [u32])> = vec![
+        (a("2400:1000:5::1"), &[5]),
+        (a("2400:1000:6::1"), &[4]),
+        (a("2400:1010::1"), &[6]),
+        (a("2400:1010:1::1"), &[1, 2, 3]),
+        (a("2400:1009:1::1"), &[9]),
+        (a("2400:1009:2::1"), &[10]),
+        (a("2400:1009:3::1"), &[1, 2, 3, 7, 8]),
+        (a("2400:100f:ffff::1"), &[1, 2, 3, 7, 8]),
+        (a("2400:1020::1"), &[1]),
+    ];
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (t, stop, checked, want) = (t.clone(), stop.clone(), checked.clone(), want.clone());
+            thread::spawn(move || {
+                let addrs: Vec<_> = want.iter().map(|w| w.0).collect();
+                let mut out = vec![None; addrs.len()];
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let g = vrhost_fib::pin();
+                    t.lookup_batch(&addrs, &mut out, &g);
+                    for ((a, ok), id) in want.iter().zip(&out) {
+                        for id in [*id, t.lookup(*a, &g)] {
+                            let id = id.unwrap_or_else(|| panic!("reader {r}: {a} had no route"));
+                            let hop = t.nexthops(id, &g).expect("resolves").hops()[0];
+                            assert!(
+                                ok.iter().any(|&w| hop == nh(w)),
+                                "reader {r}: {a} → {hop:?}"
+                            );
+                        }
+                    }
+                    n += 1;
+                }
+                checked.fetch_add(n, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    for round in 0..20_000u32 {
+        match round % 8 {
+            3 => drop(t.remove(&p6("2400:1000::/27")).unwrap()),
+            6 => drop(t.remove(&p6("2400:1008::/29")).unwrap()),
+            r => {
+                t.insert(p6("2400:1000::/27"), nh(2 + r % 2)).unwrap();
+                t.insert(p6("2400:1008::/29"), nh(7 + r % 2)).unwrap();
+            }
+        }
+        if round % 5_000 == 2_500 {
+            t.load(t.routes()).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("reader saw a torn or missing route");
+    }
+    assert!(checked.load(Ordering::Relaxed) > 0, "readers ran");
+}
