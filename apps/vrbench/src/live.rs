@@ -62,7 +62,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use dut::{Cores, LiveLab, Profile, Scale};
+use dut::{Cores, LiveLab, Profile, RxNapi, Scale};
 use trial::{GEN_MAX_PPS, GenKind, TrialSpec};
 
 /// Options of `vrbench trial`.
@@ -112,6 +112,10 @@ pub(crate) struct Args {
     /// Frames per live-frames flush inside a run (1–256); also the run's page-pool size.
     #[arg(long, default_value_t = generator::DEFAULT_FLUSH)]
     flush: u32,
+    /// Where p0's receive NAPI runs: `auto` is `pinned-fifo` (threaded, pinned to core 0,
+    /// SCHED_FIFO) for the kernel profiles and `inline` (on the generator's core) for vrhost.
+    #[arg(long, value_enum, default_value_t = RxNapi::Auto)]
+    rx_napi: RxNapi,
     /// Lab name [default: trial<pid>].
     #[arg(long)]
     name: Option<String>,
@@ -221,7 +225,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         args.vrs,
         args.frame_size,
         bin.as_deref(),
-        Cores::default_for_host(),
+        Cores {
+            rx: args.rx_napi,
+            ..Cores::default_for_host()
+        },
         scale,
     )?;
     let result = lab.trial(&spec, &stop).with_context(|| {

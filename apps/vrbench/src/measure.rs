@@ -44,7 +44,7 @@ use vrhost_bench::stats::Summary;
 use vrhost_bench::trial::{Measurer, Trial};
 
 use crate::dut_inproc::{DutError, InprocDut, InprocSpec};
-use crate::live::dut::{self as lab_dut, Cores, LiveLab, Profile as LabProfile, Scale};
+use crate::live::dut::{self as lab_dut, Cores, LiveLab, Profile as LabProfile, RxNapi, Scale};
 use crate::live::frames::Size;
 use crate::live::measurer::LabMeasurer;
 use crate::live::packet_gen;
@@ -333,6 +333,11 @@ pub(crate) struct Args {
     /// Core for the tester (generator and sink).
     #[arg(long, default_value_t = 1)]
     tester_core: usize,
+    /// Lab profiles: where the router's receive NAPI on p0 runs — `auto` is `pinned-fifo`
+    /// (threaded, its kernel thread on --dut-core, SCHED_FIFO) for the kernel profiles,
+    /// whose forwarding that is, and `inline` (softirq on the generator's core) for vrhost's.
+    #[arg(long, value_enum, default_value_t = RxNapi::Auto)]
+    rx_napi: RxNapi,
     /// Directory for run.json, report.md and the plots [default: vrbench-out/<time>].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -348,6 +353,11 @@ pub(crate) struct Args {
     /// (a noisy host; the report says so).
     #[arg(long, default_value = "1")]
     max_shortfall: String,
+    /// Switch off the kernel's real-time throttling for the run
+    /// (/proc/sys/kernel/sched_rt_runtime_us = -1; the old value is put back at exit and on
+    /// Ctrl-C). Root. Without it a SCHED_FIFO DUT worker is stopped ~50 ms of every second.
+    #[arg(long)]
+    rt_unthrottle: bool,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -368,6 +378,9 @@ pub(crate) struct QuickArgs {
     /// The vrhost binary for the lab profiles.
     #[arg(long)]
     vrhost: Option<PathBuf>,
+    /// Switch off real-time throttling for the run (see `vrbench measure --help`).
+    #[arg(long)]
+    rt_unthrottle: bool,
 }
 
 /// Options of `vrbench compare`.
@@ -437,6 +450,7 @@ pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
         repeats: 1,
         dut_core: 0,
         tester_core: 1,
+        rx_napi: RxNapi::Auto,
         out: q.out.clone().or_else(|| Some(default_out("quick"))),
         max_shortfall: if q.ci { "none".into() } else { "5".into() },
         vrhost: q.vrhost.clone(),
@@ -445,6 +459,7 @@ pub(crate) fn quick(q: &QuickArgs) -> anyhow::Result<()> {
         } else {
             "vrbench quick (shortened trials: 1–2 s, not the RFCs' 60 s)".into()
         },
+        rt_unthrottle: q.rt_unthrottle,
         quiet: false,
     };
     run(&a)
@@ -513,6 +528,9 @@ fn check(a: &Args) -> anyhow::Result<()> {
         bail!("--workpoint-vrs {} must be at least 2", a.workpoint_vrs);
     }
     shortfall(a)?;
+    if a.rt_unthrottle {
+        crate::rt::Unthrottled::check()?;
+    }
     for p in &a.duts {
         for dim in Dim::ALL {
             let x = dim.base(a);
@@ -664,6 +682,7 @@ impl Dut {
                     Cores {
                         generator: a.tester_core,
                         dut: a.dut_core,
+                        rx: a.rx_napi,
                     },
                     Scale {
                         routes: routes as u32,
@@ -713,10 +732,11 @@ impl Dut {
         }
     }
 
-    /// The tester's limit with this DUT (frames/s).
-    fn tester_max(&mut self) -> anyhow::Result<f64> {
+    /// The tester's limit with this DUT (frames/s offered), and for lab DUTs what the DUT
+    /// carried at that load (frames/s at the sink).
+    fn tester_max(&mut self) -> anyhow::Result<(f64, Option<f64>)> {
         match &mut self.kind {
-            DutKind::Inproc(d) => d.tester_max(Duration::from_millis(500)),
+            DutKind::Inproc(d) => Ok((d.tester_max(Duration::from_millis(500))?, None)),
             // As fast as the generator goes with this DUT in the loop (where the DUT's
             // receive work runs inline on the generator's CPU, as the kernel's does, that is
             // less than with no DUT), and never above what it paces within 1 %.
@@ -738,9 +758,54 @@ impl Dut {
                 spec.frame_size = *size;
                 spec.generator = *generator;
                 let r = lab.trial(&spec, &self.stop)?;
-                Ok(r.achieved_pps.min(cap / 0.8))
+                Ok((
+                    r.achieved_pps.min(cap / 0.8),
+                    Some(r.received as f64 / r.elapsed_s),
+                ))
             }
         }
+    }
+
+    /// Where a lab DUT's receive work runs, for the run record: (role → CPUs, a sentence,
+    /// parameters). `None` for the in-process DUT (the run's core assignment says it all).
+    fn placement(&self) -> Option<(Vec<usize>, String, BTreeMap<String, String>)> {
+        let DutKind::Lab { lab, .. } = &self.kind else {
+            return None;
+        };
+        let c = lab.cores();
+        let mut params = BTreeMap::from([
+            ("generator_core".to_string(), c.generator.to_string()),
+            ("dut_core".to_string(), c.dut.to_string()),
+            ("p0_rx_napi".to_string(), c.rx.name().to_string()),
+        ]);
+        Some(match lab.rx_thread() {
+            Some(t) => {
+                let policy = t
+                    .fifo
+                    .map_or("SCHED_OTHER".into(), |p| format!("SCHED_FIFO {p}"));
+                params.insert(
+                    "p0_napi_thread".into(),
+                    format!("pid {} on CPUs {:?}, {policy}", t.pid, t.cpus),
+                );
+                (
+                    t.cpus.clone(),
+                    format!(
+                        "{}: p0's receive NAPI threaded, its kernel thread pinned to CPU(s) {:?} \
+                         ({policy}); the generator's core {} only generates",
+                        self.name, t.cpus, c.generator
+                    ),
+                    params,
+                )
+            }
+            None => (
+                vec![c.generator],
+                format!(
+                    "{}: p0's receive NAPI inline in softirq on the generator's core {}",
+                    self.name, c.generator
+                ),
+                params,
+            ),
+        })
     }
 }
 
@@ -807,6 +872,11 @@ fn mlr_settings(a: &Args) -> MlrSettings {
 #[derive(Default)]
 struct Found {
     ndr: BTreeMap<String, Vec<f64>>,
+    /// DUTs whose NDR search found no upper bound in some repeat (the NDR is a lower bound).
+    ndr_lower: BTreeMap<String, bool>,
+    /// Per DUT: the tester's offered rate at its maximum with the DUT in the loop, and what
+    /// the DUT carried then (lab DUTs).
+    tester: BTreeMap<String, (f64, Option<f64>)>,
     overload: BTreeMap<String, Vec<Trial>>,
     latency: BTreeMap<String, Vec<(String, LatencySummary)>>,
     workpoints: BTreeMap<String, fairness::Sweep>,
@@ -830,6 +900,11 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    // Applied after the signal handlers, so Ctrl-C ends the run normally and this drops.
+    let unthrottled = a
+        .rt_unthrottle
+        .then(crate::rt::Unthrottled::apply)
+        .transpose()?;
 
     let mut rec = RunRecord::new(
         ToolInfo::new(
@@ -873,6 +948,29 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
     if !a.label.is_empty() {
         rec.notes.push(a.label.clone());
     }
+    rec.settings.insert(
+        "rt_throttling".into(),
+        match &unthrottled {
+            Some(u) => serde_json::json!({
+                "unthrottled": true,
+                "sched_rt_runtime_us_before": u.before(),
+                "sched_rt_runtime_us_during": -1,
+            }),
+            None => serde_json::json!({
+                "unthrottled": false,
+                "sched_rt_runtime_us": std::fs::read_to_string(crate::rt::RT_RUNTIME)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<i64>().ok()),
+            }),
+        },
+    );
+    if let Some(u) = &unthrottled {
+        rec.notes.push(format!(
+            "real-time throttling off for the run (--rt-unthrottle: sched_rt_runtime_us -1, \
+             was {}): SCHED_FIFO workers were not stopped ~50 ms of every second",
+            u.before()
+        ));
+    }
     match shortfall(&a)? {
         None => rec.notes.push(
             "trials were accepted whatever the tester's shortfall (--max-shortfall none): on a \
@@ -913,6 +1011,7 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
         rec.notes.push(format!("run ended early: {e:#}"));
     }
     write(&a, &out, &rec, &found)?;
+    drop(unthrottled);
     eprintln!(
         "vrbench: results in {} (run.json, report.md){}",
         out.display(),
@@ -939,10 +1038,28 @@ fn measure_all(
     // tester is another generator entirely, and one DUT's slow lab path (the kernel's receive
     // work runs on the generator's CPU) must not cap another's search — an NDR at its
     // ceiling is reported as a lower bound ("max_load_is_lower_bound"), not a result.
+    for d in &duts {
+        if let Some((cpus, why, params)) = d.placement() {
+            rec.cores.description.push_str(&format!("; {why}"));
+            rec.cores.map.insert(format!("{} p0 rx NAPI", d.name), cpus);
+            if let Some(p) = rec.duts.iter_mut().find(|p| p.name == d.name) {
+                p.params.extend(params);
+            }
+        }
+    }
     let mut max_of: BTreeMap<String, f64> = BTreeMap::new();
     for d in &mut duts {
         progress.set_stage(&format!("{} tester calibration", d.name));
-        let m = d.tester_max()?;
+        let (m, carried) = d.tester_max()?;
+        let mut tm = Measurement::new(
+            &format!("tester/{}B max offered", a.frame_size),
+            &d.name,
+            "frames/s",
+        );
+        tm.value = Some(m);
+        tm.detail = serde_json::json!({ "carried_at_max": carried });
+        rec.measurements.push(tm);
+        found.tester.insert(d.name.clone(), (m, carried));
         let mut max = a.max_mpps * 1e6;
         if 0.8 * m < max {
             rec.notes.push(format!(
@@ -999,6 +1116,9 @@ fn measure_all(
                 .and_then(|g| g.conditional_throughput)
                 .context("the NDR search found no throughput")?;
             per.entry(d.name.clone()).or_default().push(v);
+            let lower = r.goal("NDR").and_then(|g| g.irregular)
+                == Some(vrhost_bench::search::mlr::Irregular::MaxLoadIsLowerBound);
+            *found.ndr_lower.entry(d.name.clone()).or_default() |= lower;
             let name = format!("mlr/{}B", a.frame_size);
             if per[&d.name].len() == 1 {
                 rec.measurements
@@ -1006,6 +1126,12 @@ fn measure_all(
             }
         }
         for (dut, v) in &per {
+            if found.ndr_lower.get(dut) == Some(&true) {
+                rec.notes.push(format!(
+                    "{dut}: the NDR search met the goal at its highest load — the NDR is a lower \
+                     bound, set by the tester's ceiling with this DUT in the loop"
+                ));
+            }
             ndr.insert(
                 dut.clone(),
                 Summary::of(v).map(|s| s.median).unwrap_or(v[0]),
@@ -1285,15 +1411,28 @@ fn write(a: &Args, out: &Path, rec: &RunRecord, found: &Found) -> anyhow::Result
             ),
             ("repeats", vrhost_bench::report::table::Align::Right),
             ("spread", vrhost_bench::report::table::Align::Right),
+            (
+                "tester max offered Mpps (carried)",
+                vrhost_bench::report::table::Align::Right,
+            ),
         ]);
         for (d, v) in &found.ndr {
             let s = Summary::of(v).ok();
+            let lower = if found.ndr_lower.get(d) == Some(&true) {
+                "≥ "
+            } else {
+                ""
+            };
             t.row([
                 d.clone(),
-                format!("{:.3}", s.as_ref().map_or(v[0], |s| s.median) / 1e6),
+                format!("{lower}{:.3}", s.as_ref().map_or(v[0], |s| s.median) / 1e6),
                 v.len().to_string(),
                 s.and_then(|s| s.spread())
                     .map_or("—".into(), |x| format!("{:.1} %", 100.0 * x)),
+                found.tester.get(d).map_or("—".into(), |(m, c)| match c {
+                    Some(c) => format!("{:.3} ({:.3})", m / 1e6, c / 1e6),
+                    None => format!("{:.3}", m / 1e6),
+                }),
             ]);
         }
         rep.heading(2, "NDR side by side").table(&t);

@@ -268,6 +268,7 @@ fn pin_rx(lab: &Lab, mark: u32, layout: &Layout) -> anyhow::Result<()> {
         layout.queues as usize,
         &layout.dut_cores,
     )
+    .map(drop)
 }
 
 /// `p0` made ready for live frames (its NAPI on); undone when dropped.

@@ -10,12 +10,25 @@
 //! | `kernel-bridge` | kernel-bridge | a namespace per VR on veth + bridge (Rathore's earlier one) |
 //! | `none` | vrhost, nothing running | nothing: `p0` drops every frame in XDP — the generator's ceiling |
 //!
-//! One layout for all (the `1q` layout of `vrbench fwd`): single-queue veths, the generator
-//! thread pinned to the last core, vrhost's worker on core 0, `p0`'s receive NAPI inline on
-//! the generator's CPU (so for the kernel profiles all of the forwarding runs there, after
-//! each burst — see `fwd.rs` "Where things run"). For the kernel profiles and AF_PACKET,
-//! `p0` gets a two-instruction `XDP_PASS` program: veth accepts live frames only with its
-//! NAPI on.
+//! One layout for all: single-queue veths, the generator thread pinned to the generator
+//! core, vrhost's worker on the DUT core. For the kernel profiles and AF_PACKET, `p0` gets a
+//! two-instruction `XDP_PASS` program: veth accepts live frames only with its NAPI on.
+//!
+//! **Where `p0`'s receive work runs** ([`RxNapi`]). veth runs `p0`'s NAPI in softirq on the
+//! CPU that sent into it — the generator's (see `fwd/napi.rs`). For the kernel profiles that
+//! NAPI poll *is* the forwarder (XDP_PASS → skb → IP forward, or macvlan/bridge → IP forward
+//! → `p1` → `b0`), so inline placement runs the DUT on the generator's core, each burst
+//! forwarded before the next is made: the generator cannot outrun the DUT and the kernel's
+//! NDR comes out as the pair's joint rate, a lower bound (measured before this change:
+//! "kernel ≥ 1.82–1.94 Mpps", the tester's ceiling with the kernel in the loop). With
+//! `pinned` / `pinned-fifo`, `p0`'s NAPI is threaded (`/sys/class/net/p0/threaded` = 1 in
+//! the router namespace) and its kernel thread `napi/p0-<id>` pinned to the DUT core —
+//! `pinned-fifo` also makes it `SCHED_FIFO` 1, as the generator is, because veth's 256-frame
+//! rx ring does not outlast a time slice another task could take. The generator's core then
+//! only generates. `auto` (the default) is `pinned-fifo` for the kernel profiles and
+//! `inline` for vrhost's: vrhost's worker busy-polls the DUT core as an ordinary thread, and
+//! a NAPI thread beside it would take half of it (`vrbench fwd --layouts 1q-pinned` measures
+//! that placement); so for vrhost the receive copy stays on the generator's core.
 //!
 //! **Routes and flows** ([`Scale`]): the lab's forwarders know only the two hosts' subnets.
 //! For routes per VR, `routes` /24s from `16.0.0.0/24` on are installed in every VR, via its
@@ -43,6 +56,7 @@ use super::sink::Sink;
 use crate::fwd::bpf::{self, Alu, Insn, Link, Program};
 use crate::fwd::daemon::Daemon;
 use crate::fwd::dut::{Enabled, P0Napi, enable_p0};
+use crate::fwd::napi;
 
 /// A DUT profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
@@ -190,24 +204,73 @@ fn kernel_routes(lab: &Lab, vrs: u32, prefixes: &[String]) -> anyhow::Result<()>
     Ok(())
 }
 
+/// Where `p0`'s receive NAPI runs (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum RxNapi {
+    /// `pinned-fifo` for the kernel profiles, `inline` for vrhost's.
+    Auto,
+    /// veth's default: in softirq on the generator's CPU, after each burst.
+    Inline,
+    /// Threaded NAPI, its kernel thread pinned to the DUT core (an ordinary task).
+    Pinned,
+    /// Threaded NAPI pinned to the DUT core, `SCHED_FIFO` priority 1.
+    PinnedFifo,
+}
+
+impl RxNapi {
+    /// The placement `self` means for `profile` (`Auto` resolved).
+    pub(crate) fn resolve(self, profile: Profile) -> RxNapi {
+        match (self, profile.forwarder().is_kernel()) {
+            (RxNapi::Auto, true) => RxNapi::PinnedFifo,
+            (RxNapi::Auto, false) => RxNapi::Inline,
+            (other, _) => other,
+        }
+    }
+
+    /// The name on the command line and in results.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            RxNapi::Auto => "auto",
+            RxNapi::Inline => "inline",
+            RxNapi::Pinned => "pinned",
+            RxNapi::PinnedFifo => "pinned-fifo",
+        }
+    }
+}
+
 /// The cores a lab's trials use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Cores {
-    /// The generator thread's core (and, inline after each burst, `p0`'s NAPI).
+    /// The generator thread's core (and, with [`RxNapi::Inline`], `p0`'s NAPI).
     pub(crate) generator: usize,
-    /// vrhost's worker core.
+    /// vrhost's worker core (and, pinned, `p0`'s NAPI thread).
     pub(crate) dut: usize,
+    /// Where `p0`'s receive NAPI runs.
+    pub(crate) rx: RxNapi,
 }
 
 impl Cores {
-    /// Generator on the last core, the DUT on core 0.
+    /// Generator on the last core, the DUT on core 0, `p0`'s NAPI placed by profile.
     pub(crate) fn default_for_host() -> Cores {
         let n = std::thread::available_parallelism().map_or(1, |p| p.get());
         Cores {
             generator: n - 1,
             dut: 0,
+            rx: RxNapi::Auto,
         }
     }
+}
+
+/// `p0`'s NAPI thread as a lab placed it: what the run record says about it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct RxThread {
+    /// `napi/p0-<id>`'s pid.
+    pub(crate) pid: i32,
+    /// The CPUs it may run on, as the kernel reports them after pinning.
+    pub(crate) cpus: Vec<usize>,
+    /// Its `SCHED_FIFO` priority, if real-time.
+    pub(crate) fifo: Option<i32>,
 }
 
 /// A lab with a DUT profile running, the generator and the sink attached.
@@ -225,6 +288,7 @@ pub(crate) struct LiveLab {
     vrs: u32,
     cores: Cores,
     scale: Scale,
+    rx_thread: Option<RxThread>,
 }
 
 impl LiveLab {
@@ -255,6 +319,12 @@ impl LiveLab {
         let mut generator =
             Generator::load(Some(lab.side(Side::A)), vrs, size).context("loading the generator")?;
         generator.set_flows(scale.dests())?;
+        let cores = Cores {
+            rx: cores.rx.resolve(profile),
+            ..cores
+        };
+        // NAPI ids only grow: `p0`'s thread is the one made above this mark.
+        let mark = napi::watermark(Side::A.port());
         let mut p0 = None;
         let mut drop_prog = None;
         let mut daemon = None;
@@ -291,6 +361,20 @@ impl LiveLab {
                 );
             }
         }
+        // `p0`'s NAPI exists now (an XDP program is attached, by us or by vrhost), so it can
+        // be made threaded; `none` is the generator's ceiling alone and stays inline.
+        let rx_thread = match cores.rx {
+            RxNapi::Pinned | RxNapi::PinnedFifo if profile != Profile::None => {
+                napi::set_threaded(lab.router(), Side::A.port(), true)?;
+                let pid = napi::pin(Side::A.port(), mark, 1, &[cores.dut])?[0];
+                if cores.rx == RxNapi::PinnedFifo {
+                    napi::set_fifo(pid, 1)?;
+                }
+                let (fifo, cpus) = napi::placement(pid)?;
+                Some(RxThread { pid, cpus, fifo })
+            }
+            _ => None,
+        };
         Ok(LiveLab {
             generator,
             sink,
@@ -302,7 +386,13 @@ impl LiveLab {
             vrs,
             cores,
             scale,
+            rx_thread,
         })
+    }
+
+    /// `p0`'s NAPI thread, when it was made threaded and pinned.
+    pub(crate) fn rx_thread(&self) -> Option<&RxThread> {
+        self.rx_thread.as_ref()
     }
 
     /// The profile.
