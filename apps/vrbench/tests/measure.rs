@@ -232,3 +232,168 @@ fn a_lab_search_runs_on_the_af_packet_generator() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The kernel profile's forwarding (p0's receive NAPI) runs in a kernel thread pinned to the
+/// DUT core, SCHED_FIFO, and the run record and report say so, with the tester's own
+/// maximum beside the NDR (root: it builds a lab).
+#[test]
+fn the_kernel_dut_runs_on_its_own_core_and_the_record_says_so() {
+    if !vrhost_lab::require_root("vrbench measure --duts kernel (pinned NAPI)") {
+        return;
+    }
+    let out = out_dir("kernelnapi");
+    let (run, _) = run_ok(
+        &[
+            "measure",
+            "--duts",
+            "kernel",
+            "--tests",
+            "ndr",
+            "--mlr-seconds",
+            "0.2,0.4",
+            "--max-shortfall",
+            "none",
+            "--quiet",
+        ],
+        &out,
+    );
+    let dut = run["duts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "kernel")
+        .unwrap();
+    assert_eq!(dut["params"]["p0_rx_napi"], "pinned-fifo", "{dut}");
+    let thread = dut["params"]["p0_napi_thread"].as_str().unwrap();
+    assert!(
+        thread.contains("CPUs [0]") && thread.contains("SCHED_FIFO 1"),
+        "{thread}"
+    );
+    assert_eq!(
+        run["cores"]["map"]["kernel p0 rx NAPI"],
+        serde_json::json!([0])
+    );
+    assert!(
+        run["cores"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("only generates")
+    );
+    let ms = run["measurements"].as_array().unwrap();
+    let value = |name: &str| {
+        ms.iter()
+            .find(|m| m["name"] == name)
+            .and_then(|m| m["value"].as_f64())
+            .unwrap_or_else(|| panic!("no {name}: {ms:?}"))
+    };
+    let (max, ndr) = (value("tester/64B max offered"), value("mlr/64B/NDR"));
+    assert!(ndr > 0.0 && ndr < max, "NDR {ndr}, tester max {max}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("tester max offered"), "{report}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+fn rt_runtime() -> i64 {
+    std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `--rt-unthrottle` sets sched_rt_runtime_us to -1 while the run lasts and puts the old
+/// value back when it ends — normally and after Ctrl-C — recording both in run.json; without
+/// root it is refused before anything is written. One test, so that no two runs of this
+/// binary change the knob at once.
+#[test]
+fn rt_unthrottle_is_undone_at_the_end_and_on_ctrl_c() {
+    if !vrhost_lab::require_root("vrbench measure --rt-unthrottle") {
+        return;
+    }
+    let before = rt_runtime();
+    // Refused for a user who is not root (setpriv drops to nobody).
+    let out = out_dir("rtnobody");
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_vrbench"))
+        .args(["measure", "--rt-unthrottle", "--out"])
+        .arg(&out)
+        .output()
+        .expect("setpriv");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr
+            .contains("--rt-unthrottle writes /proc/sys/kernel/sched_rt_runtime_us and needs root"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+
+    // A run that ends normally.
+    let out = out_dir("rt");
+    let (run, stderr) = run_ok(
+        &[
+            "measure",
+            "--tests",
+            "ndr",
+            "--mlr-seconds",
+            "0.1,0.2",
+            "--max-shortfall",
+            "none",
+            "--rt-unthrottle",
+            "--quiet",
+        ],
+        &out,
+    );
+    assert_eq!(rt_runtime(), before, "{stderr}");
+    let rt = &run["settings"]["rt_throttling"];
+    assert_eq!(rt["unthrottled"], true, "{run}");
+    assert_eq!(rt["sched_rt_runtime_us_before"], before);
+    let _ = std::fs::remove_dir_all(&out);
+
+    // Ctrl-C in the middle of a run.
+    let out = out_dir("rtint");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vrbench"))
+        .args([
+            "measure",
+            "--tests",
+            "ndr,overload",
+            "--mlr-seconds",
+            "0.5,4",
+            "--point-seconds",
+            "0.5",
+            "--max-shortfall",
+            "none",
+            "--rt-unthrottle",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while rt_runtime() != -1 {
+        assert!(
+            std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "sched_rt_runtime_us never became -1"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run ended too soon"
+    );
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert_eq!(rt_runtime(), before, "not restored after Ctrl-C: {stderr}");
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["partial"], true, "{stderr}");
+    assert_eq!(run["settings"]["rt_throttling"]["unthrottled"], true);
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -24,9 +24,14 @@
 //! queue is required — two concurrent runs could not tell theirs apart, and fail loudly.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use anyhow::{Context, bail};
 use vrhost_lab::Netns;
+
+/// Held from [`watermark`] to [`pin`] by a lab that pins, so that two labs of this process
+/// (tests run in parallel) never make threads of the same interface name at once.
+pub(crate) static PINNING: Mutex<()> = Mutex::new(());
 
 /// NAPI ids of `napi/<ifname>-<id>` kernel threads now, with their pids.
 fn napi_threads(ifname: &str) -> BTreeMap<u32, i32> {

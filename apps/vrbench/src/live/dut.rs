@@ -324,6 +324,8 @@ impl LiveLab {
             ..cores
         };
         // NAPI ids only grow: `p0`'s thread is the one made above this mark.
+        let _pinning = matches!(cores.rx, RxNapi::Pinned | RxNapi::PinnedFifo)
+            .then(|| napi::PINNING.lock().unwrap_or_else(|e| e.into_inner()));
         let mark = napi::watermark(Side::A.port());
         let mut p0 = None;
         let mut drop_prog = None;
@@ -462,6 +464,91 @@ mod tests {
             flows: 1,
         };
         assert_eq!(all.prefixes().last().unwrap(), "16.255.255.0/24");
+    }
+
+    /// User + system time of thread `pid`, in clock ticks, and the CPU it last ran on.
+    fn thread_time(pid: i32) -> (u64, usize) {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // Fields after the command (which is in parentheses): state is field 3.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let n = |i: usize| f[i - 3].parse::<u64>().unwrap();
+        (n(14) + n(15), n(39) as usize)
+    }
+
+    /// `auto` placement for the kernel profile: `p0`'s NAPI runs in a kernel thread
+    /// `napi/p0-<id>` pinned to the DUT core, `SCHED_FIFO` 1 — and that thread does the
+    /// forwarding (its CPU time grows by a trial's worth, every frame arrives). `inline`
+    /// makes no thread.
+    #[test]
+    fn kernel_forwarding_runs_in_a_napi_thread_on_the_dut_core() {
+        if !vrhost_lab::require_root("the kernel's NAPI pinned to the DUT core") {
+            return;
+        }
+        let cores = Cores {
+            generator: 1,
+            dut: 0,
+            rx: RxNapi::Auto,
+        };
+        let name = format!("tln{}", std::process::id());
+        let mut lab = LiveLab::up(
+            &name,
+            Profile::Kernel,
+            1,
+            Size::Fixed(64),
+            None,
+            cores,
+            Scale::ONE,
+        )
+        .unwrap();
+        assert_eq!(lab.cores().rx, RxNapi::PinnedFifo);
+        let t = lab.rx_thread().cloned().expect("a NAPI thread");
+        assert_eq!((t.cpus.as_slice(), t.fifo), (&[0][..], Some(1)), "{t:?}");
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", t.pid)).unwrap();
+        assert!(comm.starts_with("napi/p0-"), "{comm}");
+        let (before, _) = thread_time(t.pid);
+        let r = super::super::trial::trial(
+            &mut lab,
+            200e3,
+            &[1.0],
+            Size::Fixed(64),
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        let (after, cpu) = thread_time(t.pid);
+        assert!(r.sent > 190_000, "{r:?}");
+        assert_eq!((r.received, r.lost), (r.sent, 0), "{r:?}");
+        assert_eq!(r.cores.rx, RxNapi::PinnedFifo);
+        // 200,000 frames forwarded take well over 10 ms of the thread's CPU.
+        assert!(after > before, "NAPI thread time {before} -> {after} ticks");
+        assert_eq!(cpu, 0, "the NAPI thread last ran on CPU {cpu}");
+        drop(lab);
+
+        let mut lab = LiveLab::up(
+            &name,
+            Profile::Kernel,
+            1,
+            Size::Fixed(64),
+            None,
+            Cores {
+                rx: RxNapi::Inline,
+                ..cores
+            },
+            Scale::ONE,
+        )
+        .unwrap();
+        assert!(lab.rx_thread().is_none());
+        let r = super::super::trial::trial(
+            &mut lab,
+            50e3,
+            &[1.0],
+            Size::Fixed(64),
+            std::time::Duration::from_millis(500),
+        )
+        .unwrap();
+        assert_eq!((r.received, r.lost), (r.sent, 0), "{r:?}");
+        drop(lab);
+        assert!(vrhost_lab::Lab::namespaces_of(&name).unwrap().is_empty());
     }
 
     /// The routes really are in every VR's forwarding namespace (kernel-macvlan: one per
