@@ -47,7 +47,7 @@
 
 pub(crate) mod dut;
 pub(crate) mod frames;
-mod generator;
+pub(crate) mod generator;
 mod histogram;
 pub(crate) mod measurer;
 pub(crate) mod packet_gen;
