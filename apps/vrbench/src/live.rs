@@ -92,6 +92,9 @@ pub(crate) struct Args {
     /// --routes (else the VR's side-B host).
     #[arg(long, default_value_t = 1)]
     flows: u32,
+    /// VIFs per VR: 2 carry the traffic; vrhost profiles add idle MAC-demux VIFs on p0.
+    #[arg(long, default_value_t = 2)]
+    vifs: u32,
     /// Frame size on the wire, FCS included (64–1518), or `imix` (64, 570, 1518 in 7:4:1).
     #[arg(long, default_value = "64")]
     frame_size: frames::Size,
@@ -185,8 +188,10 @@ fn scale_of(args: &Args) -> anyhow::Result<Scale> {
     let s = Scale {
         routes: args.routes,
         flows: args.flows,
+        vifs: args.vifs,
     };
     s.check().map_err(anyhow::Error::msg)?;
+    args.dut.check_vifs(s.vifs).map_err(anyhow::Error::msg)?;
     Ok(s)
 }
 

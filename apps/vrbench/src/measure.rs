@@ -194,10 +194,12 @@ impl Profile {
     /// routes, VIFs or flows runs the same trial whatever x says, and a scaling curve of
     /// identical runs labelled with different x would read as "this DUT does not care" —
     /// a finding nobody measured. The lab's topology gives each VR one ingress and one
-    /// egress interface, so VIFs per VR are not varied there; routes (installed in every
-    /// VR's forwarder) and flows (the generators' destination sweep) are, see
-    /// `live/dut.rs`; the VR count too (not for `kernel`, one routing table). vrhost-inproc
-    /// builds all four. Routes and flows are also checked together ([`Profile::lab_scale`]).
+    /// egress interface; the vrhost profiles add `x − 2` idle MAC-demux VIFs per VR on `p0`
+    /// (in vrhost's config, as vrhost-inproc adds them on its ingress port), the kernel
+    /// profiles cannot, so they refuse VIFs per VR. Routes (installed in every VR's
+    /// forwarder) and flows (the generators' destination sweep) are varied for all, see
+    /// `live/dut.rs`; the VR count too (not for `kernel`, one routing table). Routes, flows
+    /// and VIFs are also checked together ([`Profile::lab_scale`]).
     fn can_vary(self, dim: Dim, x: usize) -> Result<(), String> {
         let Some(lp) = self.lab() else {
             // `InprocDut::new`'s limits, checked here so that they too come before anything
@@ -220,12 +222,13 @@ impl Profile {
         };
         let why = match dim {
             Dim::Vrs => return lp.check_vrs(u32::try_from(x).unwrap_or(u32::MAX)),
-            Dim::Vifs if x == 2 => return Ok(()),
+            Dim::Vifs if x == 2 || lp.is_vrhost() && (2..=64).contains(&x) => return Ok(()),
+            Dim::Vifs if lp.is_vrhost() => "the lab gives a VR 2 to 64 VIFs",
             Dim::Routes if x <= lab_dut::MAX_ROUTES as usize => return Ok(()),
             Dim::Flows if (1..1 << 24).contains(&x) => return Ok(()),
             Dim::Vifs => {
-                "the lab gives each VR exactly 2 VIFs (one ingress, one egress interface); \
-                 vrbench adds idle VIFs only in vrhost-inproc"
+                "the kernel profiles give each VR exactly 2 VIFs (one ingress, one egress \
+                 interface); vrbench adds idle VIFs only for the vrhost profiles"
             }
             Dim::Routes => "the lab routes at most 65536 extra /24s per VR (16.0.0.0/8)",
             Dim::Flows => "the lab sweeps 1 to 16777214 destinations per VR (in 16.0.0.0/8)",
@@ -241,16 +244,18 @@ impl Profile {
         if self.lab().is_none() {
             return Ok(());
         }
-        let (mut routes, mut flows) = (a.routes, a.flows as usize);
+        let (mut routes, mut flows, mut vifs) = (a.routes, a.flows as usize, a.vifs);
         match dim {
             Dim::Routes => routes = x,
             Dim::Flows => flows = x,
-            Dim::Vrs | Dim::Vifs => {}
+            Dim::Vifs => vifs = x,
+            Dim::Vrs => {}
         }
         let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
         Scale {
             routes: n(routes),
             flows: n(flows),
+            vifs: n(vifs),
         }
         .check()
         .map_err(|e| format!("{}: {e}", self.name()))
@@ -699,6 +704,7 @@ impl Dut {
                     Scale {
                         routes: routes as u32,
                         flows,
+                        vifs: vifs as u32,
                     },
                 )
                 .with_context(|| format!("setting up the {} lab", p.name()))?;

@@ -397,3 +397,48 @@ fn rt_unthrottle_is_undone_at_the_end_and_on_ctrl_c() {
     assert_eq!(run["settings"]["rt_throttling"]["unthrottled"], true);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Scaling over VIFs per VR through vrhost in the lab (idle MAC-demux VIFs on p0): every
+/// point is measured and recorded (root: it builds labs).
+#[test]
+fn lab_scaling_over_vifs_per_vr_runs_on_vrhost() {
+    if !vrhost_lab::require_root("vrbench measure --tests scaling --duts vrhost-afpacket") {
+        return;
+    }
+    let out = out_dir("labvifs");
+    let (run, stderr) = run_ok(
+        &[
+            "measure",
+            "--duts",
+            "vrhost-afpacket",
+            "--tests",
+            "scaling",
+            "--scale-vrs",
+            "1",
+            "--scale-vifs",
+            "2,8",
+            "--scale-routes",
+            "0",
+            "--scale-flows",
+            "1",
+            "--mlr-seconds",
+            "0.1,0.2",
+            "--max-mpps",
+            "0.5",
+            "--max-shortfall",
+            "none",
+            "--quiet",
+        ],
+        &out,
+    );
+    let ms = run["measurements"].as_array().unwrap();
+    for n in ["scaling/64B/VIFs per VR=2", "scaling/64B/VIFs per VR=8"] {
+        let v = ms
+            .iter()
+            .find(|m| m["name"] == n && m["dut"] == "vrhost-afpacket")
+            .and_then(|m| m["value"].as_f64())
+            .unwrap_or_else(|| panic!("no {n}: {stderr}"));
+        assert!(v > 0.0, "{n}: {v}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

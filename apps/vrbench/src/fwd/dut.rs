@@ -352,7 +352,7 @@ pub(crate) fn start(
             "afxdp",
             &layout.dut_cores,
             vrs,
-            &[],
+            (&[], 0),
         )?),
         Profile::VrhostAfpacket => {
             pass = Some(enable_p0(&t.lab, layout.p0_napi)?);
@@ -362,7 +362,7 @@ pub(crate) fn start(
                 "afpacket",
                 &layout.dut_cores,
                 vrs,
-                &[],
+                (&[], 0),
             )?)
         }
     };

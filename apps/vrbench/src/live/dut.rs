@@ -48,6 +48,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use vrhost::labconfig::MAX_VIFS;
 use vrhost_lab::{Forwarder, Lab, LabSpec, MAX_VRS, Side};
 
 use super::frames::Size;
@@ -104,6 +105,20 @@ impl Profile {
         matches!(self, Profile::VrhostAfxdp | Profile::VrhostAfpacket)
     }
 
+    /// Check `vifs` per VR for this profile before anything is built; the error says what
+    /// to change.
+    pub(crate) fn check_vifs(self, vifs: u32) -> Result<(), String> {
+        if vifs != 2 && !self.is_vrhost() {
+            return Err(format!(
+                "--vifs {vifs}: {} gives each VR exactly 2 VIFs (one ingress, one egress \
+                 interface); idle VIFs are added only for vrhost-afxdp, vrhost-afpacket and \
+                 vrhost-inproc",
+                self.name()
+            ));
+        }
+        Ok(())
+    }
+
     /// Check `vrs` for this profile before anything is built; the error says what to change.
     pub(crate) fn check_vrs(self, vrs: u32) -> Result<(), String> {
         if vrs == 0 || vrs > MAX_VRS {
@@ -119,13 +134,16 @@ impl Profile {
     }
 }
 
-/// Routes and flows per VR a lab is built with (see the module docs).
+/// Routes, flows and VIFs per VR a lab is built with (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Scale {
     /// Extra /24s per VR, `16.0.0.0/24`, `16.0.1.0/24`, … via the VR's side-B host.
     pub(crate) routes: u32,
     /// Destinations per VR's stream.
     pub(crate) flows: u32,
+    /// VIFs per VR: its two (ingress on `p0`, egress on `p1`) and, for the vrhost profiles,
+    /// `vifs − 2` idle MAC-demux VIFs on `p0` (`vrhost::labconfig`).
+    pub(crate) vifs: u32,
 }
 
 /// The most extra /24s per VR (all of `16.0.0.0/8`).
@@ -139,10 +157,17 @@ impl Scale {
     pub(crate) const ONE: Scale = Scale {
         routes: 0,
         flows: 1,
+        vifs: 2,
     };
 
     /// Check before anything is built; the error says what to change.
     pub(crate) fn check(self) -> Result<(), String> {
+        if !(2..=MAX_VIFS).contains(&self.vifs) {
+            return Err(format!(
+                "--vifs {}: the lab gives a VR 2 to {MAX_VIFS} VIFs",
+                self.vifs
+            ));
+        }
         if self.routes > MAX_ROUTES {
             return Err(format!(
                 "--routes {}: the lab routes at most {MAX_ROUTES} /24s per VR (16.0.0.0/8)",
@@ -306,6 +331,7 @@ impl LiveLab {
     ) -> anyhow::Result<LiveLab> {
         profile.check_vrs(vrs).map_err(anyhow::Error::msg)?;
         scale.check().map_err(anyhow::Error::msg)?;
+        profile.check_vifs(scale.vifs).map_err(anyhow::Error::msg)?;
         let prefixes = scale.prefixes();
         let lab = Lab::up(
             &LabSpec::new(name)
@@ -358,8 +384,15 @@ impl LiveLab {
                     "afpacket"
                 };
                 daemon = Some(
-                    Daemon::start(bin, &lab, backend, &[cores.dut], vrs, &prefixes)
-                        .with_context(|| format!("starting vrhost ({backend})"))?,
+                    Daemon::start(
+                        bin,
+                        &lab,
+                        backend,
+                        &[cores.dut],
+                        vrs,
+                        (&prefixes, scale.vifs - 2),
+                    )
+                    .with_context(|| format!("starting vrhost ({backend})"))?,
                 );
             }
         }
@@ -407,7 +440,7 @@ impl LiveLab {
         self.vrs
     }
 
-    /// Routes and flows per VR.
+    /// Routes, flows and VIFs per VR.
     pub(crate) fn scale(&self) -> Scale {
         self.scale
     }
@@ -439,6 +472,7 @@ mod tests {
         let s = Scale {
             routes: 2,
             flows: 511,
+            vifs: 2,
         };
         assert!(s.check().is_ok());
         assert_eq!(s.prefixes(), ["16.0.0.0/24", "16.0.1.0/24"]);
@@ -448,13 +482,15 @@ mod tests {
         let wide = Scale {
             routes: 0,
             flows: 1000,
+            vifs: 2,
         };
         assert_eq!(wide.prefixes(), ["16.0.0.0/8"]);
         assert!(Scale { flows: 0, ..wide }.check().is_err());
         assert!(
             Scale {
                 routes: 65_537,
-                flows: 1
+                flows: 1,
+                vifs: 2,
             }
             .check()
             .is_err()
@@ -462,8 +498,21 @@ mod tests {
         let all = Scale {
             routes: 65_536,
             flows: 1,
+            vifs: 2,
         };
         assert_eq!(all.prefixes().last().unwrap(), "16.255.255.0/24");
+        for bad in [0, 1, 65] {
+            let e = Scale { vifs: bad, ..all }.check().unwrap_err();
+            assert!(e.contains("2 to 64 VIFs"), "{e}");
+        }
+        assert!(Scale { vifs: 64, ..all }.check().is_ok());
+        assert!(Profile::VrhostAfpacket.check_vifs(64).is_ok());
+        let e = Profile::KernelBridge.check_vifs(3).unwrap_err();
+        assert!(
+            e.contains("kernel-bridge gives each VR exactly 2 VIFs"),
+            "{e}"
+        );
+        assert!(Profile::Kernel.check_vifs(2).is_ok());
     }
 
     /// User + system time of thread `pid`, in clock ticks, and the CPU it last ran on.
@@ -569,6 +618,7 @@ mod tests {
             Scale {
                 routes: 300,
                 flows: 1,
+                vifs: 2,
             },
         )
         .unwrap();
