@@ -52,6 +52,7 @@ mod histogram;
 pub(crate) mod measurer;
 pub(crate) mod packet_gen;
 mod sink;
+pub(crate) mod testpmd;
 pub(crate) mod trial;
 mod wheel;
 
@@ -201,6 +202,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("vrbench trial needs root: it builds network namespaces and loads BPF programs");
+    }
+    if args.dut == Profile::DpdkTestpmd {
+        testpmd::find()?;
     }
     let bin = if args.dut.is_vrhost() {
         Some(crate::fwd::daemon::find_binary(args.vrhost.as_deref())?)

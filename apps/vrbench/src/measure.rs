@@ -79,6 +79,9 @@ pub(crate) enum Profile {
     KernelMacvlan,
     /// A namespace per VR on veth pairs and Linux bridges (root).
     KernelBridge,
+    /// DPDK's testpmd, `mac` forwarding between the router's ports over AF_PACKET vdevs
+    /// (root; one VR; needs the Debian package `dpdk`).
+    DpdkTestpmd,
 }
 
 impl Profile {
@@ -98,6 +101,7 @@ impl Profile {
             Profile::Kernel => LabProfile::Kernel,
             Profile::KernelMacvlan => LabProfile::KernelMacvlan,
             Profile::KernelBridge => LabProfile::KernelBridge,
+            Profile::DpdkTestpmd => LabProfile::DpdkTestpmd,
         })
     }
 
@@ -126,6 +130,10 @@ impl Profile {
                 "a Linux namespace per VR on veth pairs and bridges (Rathore's earlier set-up)"
                     .into()
             }
+            Profile::DpdkTestpmd => "DPDK testpmd in the lab's router namespace, mac forwarding \
+                p0 → p1 over AF_PACKET vdevs, one forwarding lcore: an L2 cross-connect (no IP \
+                lookup or TTL), the poll-mode baseline on these ports"
+                .into(),
         }
     }
 }
@@ -565,6 +573,16 @@ fn check(a: &Args) -> anyhow::Result<()> {
         if a.duts.iter().any(|p| p.is_vrhost_lab()) {
             crate::fwd::daemon::find_binary(a.vrhost.as_deref())
                 .context("the vrhost profiles run the vrhost daemon: build it or pass --vrhost")?;
+        }
+        if a.duts.contains(&Profile::DpdkTestpmd) {
+            crate::live::testpmd::find()?;
+            if a.dut_core == a.tester_core {
+                bail!(
+                    "--dut-core and --tester-core are both {}: dpdk-testpmd needs its forwarding \
+                     lcore on one and its main lcore on the other",
+                    a.dut_core
+                );
+            }
         }
     }
     let cores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
@@ -1032,6 +1050,8 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
             name: p.name().into(),
             kind: if p.name().starts_with("vrhost") {
                 "vrhost".into()
+            } else if *p == Profile::DpdkTestpmd {
+                "dpdk".into()
             } else {
                 "linux".into()
             },

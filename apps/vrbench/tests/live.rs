@@ -228,6 +228,43 @@ fn vrhost_gives_each_vr_idle_vifs_on_p0() {
     assert!(namespaces_of(&name).is_empty(), "lab {name} left behind");
 }
 
+fn on_path(bin: &str) -> bool {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join(bin).is_file())
+}
+
+/// `dpdk-testpmd` (mac forwarding over AF_PACKET vdevs) forwards every frame at 50 kpps
+/// when DPDK is installed; without it the profile is refused before any namespace, naming
+/// the Debian package (CI does not install DPDK, and checks that path).
+#[test]
+fn dpdk_testpmd_forwards_every_frame_or_is_refused_by_name() {
+    if !vrhost_lab::require_root("vrbench trial through dpdk-testpmd") {
+        return;
+    }
+    let args = ["--dut", "dpdk-testpmd", "--rate", "0.05", "--seconds", "1"];
+    // Without the binary on PATH (here: an empty PATH): refused, naming the package.
+    let refused = |path: Option<&str>| {
+        let name = unique("tld");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vrbench"));
+        cmd.args(["trial", "--json", "--name", &name]).args(args);
+        if let Some(p) = path {
+            cmd.env("PATH", p);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success());
+        assert!(stderr.contains("Debian package `dpdk`"), "{stderr}");
+        assert!(namespaces_of(&name).is_empty());
+    };
+    refused(Some("/nonexistent"));
+    if on_path("dpdk-testpmd") {
+        let r = lossless_trial("tld", &args, 50e3);
+        assert_eq!(r["profile"], "dpdk-testpmd");
+    } else {
+        refused(None);
+    }
+}
+
 #[test]
 fn kernel_bridge_splits_the_rate_by_weight_with_imix() {
     if !vrhost_lab::require_root("vrbench trial through veth/bridge VRs") {
@@ -340,7 +377,11 @@ fn routed_and_swept_destinations_arrive_at_50_kpps() {
 #[test]
 fn bad_input_is_refused_before_any_namespace() {
     // No root needed: every one of these fails before the root check.
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["--dut", "dpdk-testpmd", "--rate", "0.05", "--vrs", "2"],
+            "dpdk-testpmd (an L2 cross-connect",
+        ),
         (
             &["--dut", "kernel-macvlan", "--rate", "0.05", "--vifs", "4"],
             "kernel-macvlan gives each VR exactly 2 VIFs",

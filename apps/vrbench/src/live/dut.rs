@@ -8,6 +8,7 @@
 //! | `kernel` | kernel-plain | Linux's native IP forwarder, one VR |
 //! | `kernel-macvlan` | kernel | a namespace per VR on macvlans (Rathore's set-up) |
 //! | `kernel-bridge` | kernel-bridge | a namespace per VR on veth + bridge (Rathore's earlier one) |
+//! | `dpdk-testpmd` | vrhost, testpmd running | DPDK's testpmd, `mac` mode over AF_PACKET vdevs, one VR (`testpmd.rs`) |
 //! | `none` | vrhost, nothing running | nothing: `p0` drops every frame in XDP — the generator's ceiling |
 //!
 //! One layout for all: single-queue veths, the generator thread pinned to the generator
@@ -54,6 +55,7 @@ use vrhost_lab::{Forwarder, Lab, LabSpec, MAX_VRS, Side};
 use super::frames::Size;
 use super::generator::Generator;
 use super::sink::Sink;
+use super::testpmd::{self, Testpmd};
 use crate::fwd::bpf::{self, Alu, Insn, Link, Program};
 use crate::fwd::daemon::Daemon;
 use crate::fwd::dut::{Enabled, P0Napi, enable_p0};
@@ -73,6 +75,8 @@ pub(crate) enum Profile {
     KernelMacvlan,
     /// A namespace per VR on veth pairs and Linux bridges.
     KernelBridge,
+    /// DPDK's testpmd, `mac` forwarding over AF_PACKET vdevs (one VR; needs `dpdk`).
+    DpdkTestpmd,
     /// No DUT: p0 drops every frame (the generator's ceiling; the sink gets nothing).
     None,
 }
@@ -86,6 +90,7 @@ impl Profile {
             Profile::Kernel => "kernel",
             Profile::KernelMacvlan => "kernel-macvlan",
             Profile::KernelBridge => "kernel-bridge",
+            Profile::DpdkTestpmd => "dpdk-testpmd",
             Profile::None => "none",
         }
     }
@@ -93,7 +98,10 @@ impl Profile {
     /// The lab forwarder the profile runs in.
     pub(crate) fn forwarder(self) -> Forwarder {
         match self {
-            Profile::VrhostAfxdp | Profile::VrhostAfpacket | Profile::None => Forwarder::Vrhost,
+            Profile::VrhostAfxdp
+            | Profile::VrhostAfpacket
+            | Profile::DpdkTestpmd
+            | Profile::None => Forwarder::Vrhost,
             Profile::Kernel => Forwarder::KernelPlain,
             Profile::KernelMacvlan => Forwarder::Kernel,
             Profile::KernelBridge => Forwarder::KernelBridge,
@@ -128,6 +136,12 @@ impl Profile {
             return Err(format!(
                 "--vrs {vrs}: the kernel profile (the native IP forwarder) holds exactly one VR; \
                  use kernel-macvlan or kernel-bridge for several"
+            ));
+        }
+        if self == Profile::DpdkTestpmd && vrs != 1 {
+            return Err(format!(
+                "--vrs {vrs}: dpdk-testpmd (an L2 cross-connect in `mac` mode, one peer per \
+                 port) holds exactly one VR"
             ));
         }
         Ok(())
@@ -306,6 +320,7 @@ pub(crate) struct LiveLab {
     pub(crate) generator: Generator,
     pub(crate) sink: Sink,
     daemon: Option<Daemon>,
+    testpmd: Option<Testpmd>,
     _p0: Option<Enabled>,
     _drop: Option<Link>,
     lab: Lab,
@@ -356,7 +371,16 @@ impl LiveLab {
         let mut p0 = None;
         let mut drop_prog = None;
         let mut daemon = None;
+        let mut testpmd = None;
         match profile {
+            Profile::DpdkTestpmd => {
+                let bin = testpmd::find()?;
+                p0 = Some(enable_p0(&lab, P0Napi::XdpPass)?);
+                testpmd = Some(
+                    Testpmd::start(&bin, &lab, cores.dut, cores.generator)
+                        .context("starting dpdk-testpmd")?,
+                );
+            }
             Profile::Kernel | Profile::KernelMacvlan | Profile::KernelBridge => {
                 p0 = Some(enable_p0(&lab, P0Napi::XdpPass)?);
                 kernel_routes(&lab, vrs, &prefixes)?;
@@ -414,6 +438,7 @@ impl LiveLab {
             generator,
             sink,
             daemon,
+            testpmd,
             _p0: p0,
             _drop: drop_prog,
             lab,
@@ -455,9 +480,12 @@ impl LiveLab {
         &self.lab
     }
 
-    /// The vrhost daemon's log, if one runs (for errors).
+    /// The vrhost daemon's (or testpmd's) log, if one runs (for errors).
     pub(crate) fn daemon_log(&self) -> Option<String> {
-        self.daemon.as_ref().map(Daemon::log_text)
+        self.daemon
+            .as_ref()
+            .map(Daemon::log_text)
+            .or_else(|| self.testpmd.as_ref().map(Testpmd::log_text))
     }
 }
 
