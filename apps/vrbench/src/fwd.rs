@@ -87,7 +87,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use vrhost_lab::{Forwarder, Side};
 
-use dut::{Layout, P0Napi, Profile, TestLab};
+use dut::{Layout, P0Napi, Profile, SinkNapi, TestLab};
 use report::{Case, Trial};
 
 /// Options of `vrbench fwd`.
@@ -123,6 +123,11 @@ pub(crate) struct Args {
     /// (to see veth drop them).
     #[arg(long, value_enum, default_value_t = P0Napi::XdpPass)]
     p0_napi: P0Napi,
+    /// How b0 (the sink's end of p1) receives: `gro` runs a NAPI there as a NIC's receive
+    /// would, which lets vrhost transmit by XDP (`tx = "auto"`); `backlog` is veth's
+    /// default, where vrhost transmits through its sockets.
+    #[arg(long, value_enum, default_value_t = SinkNapi::Gro)]
+    sink_napi: SinkNapi,
     /// A trial during which other processes used more than this % of the host's CPU is run
     /// again (see --retries).
     #[arg(long, default_value_t = 10.0)]
@@ -164,6 +169,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .map(|l| {
             Layout::named(l).map(|mut l| {
                 l.p0_napi = args.p0_napi;
+                l.sink_napi = args.sink_napi;
                 l
             })
         })
@@ -189,10 +195,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("vrbench fwd needs root: it builds network namespaces and loads XDP programs");
     }
-    let bin = if profiles
-        .iter()
-        .any(|p| matches!(p, Profile::VrhostAfxdp | Profile::VrhostAfpacket))
-    {
+    let bin = if profiles.iter().any(|p| p.is_vrhost()) {
         Some(daemon::find_binary(args.vrhost.as_deref())?)
     } else {
         None
@@ -484,10 +487,18 @@ fn vrhost_delta(a: &Value, b: &Value) -> Value {
             m.insert(k.into(), json!(n(&pb[k]).saturating_sub(n(&pa[k]))));
         }
         m.insert("backend".into(), pb["backend"].clone());
-        // The sockets' kernel counters (XDP or packet statistics), as deltas.
-        let ka = debug_counters(pa["kernel"].as_str().unwrap_or(""));
-        let kb = debug_counters(pb["kernel"].as_str().unwrap_or(""));
-        m.insert("kernel".into(), json!(delta_map(&ka, &kb)));
+        // The sockets' kernel counters (XDP or packet statistics) and XDP transmit's, as
+        // deltas.
+        let ka = debug_counters(pa["kernel"]["socket"].as_str().unwrap_or(""));
+        let kb = debug_counters(pb["kernel"]["socket"].as_str().unwrap_or(""));
+        let mut k = delta_map(&ka, &kb);
+        for c in ["xdp_tx_frames", "xdp_tx_failed", "xdp_tx_refused"] {
+            k.insert(
+                c.into(),
+                n(&pb["kernel"][c]).saturating_sub(n(&pa["kernel"][c])),
+            );
+        }
+        m.insert("kernel".into(), json!(k));
         ports.insert(
             pb["name"].as_str().unwrap_or("?").to_string(),
             Value::Object(m),

@@ -99,6 +99,18 @@ fn a_short_run_forwards_through_vrhost_and_the_kernel() {
         vrhost_case["vr_tx"].as_u64().unwrap_or(0) > 0,
         "vrhost's own counters saw no traffic: {vrhost_case}"
     );
+    // The sink's end runs a NAPI (`--sink-napi gro`, the default), so vrhost's `tx = auto`
+    // transmits on p1 by XDP, and every frame the VRs sent went that way.
+    let p1 = &vrhost_case["ports"]["p1"];
+    assert!(
+        p1["backend"].as_str().unwrap_or("").ends_with("tx xdp"),
+        "{p1}"
+    );
+    assert_eq!(
+        p1["kernel"]["xdp_tx_frames"].as_u64(),
+        p1["tx_packets"].as_u64(),
+        "{p1}"
+    );
 
     let left: Vec<String> = vrhost_lab::Netns::list()
         .unwrap()

@@ -159,7 +159,10 @@ impl Daemon {
             (0..workers).map(|_| Vec::new()).collect();
         let mut tx: Vec<Vec<Box<dyn TxQueue>>> = (0..workers).map(|_| Vec::new()).collect();
         for (i, p) in ports.iter_mut().enumerate() {
-            for (w, (r, t)) in p.take_queues().into_iter().enumerate() {
+            let queues = p
+                .take_queues()
+                .with_context(|| format!("{}: port {:?}", cfg.file, cfg.ports[i].name.get_ref()))?;
+            for (w, (r, t)) in queues.into_iter().enumerate() {
                 rx[w].push((port_ids[i], r));
                 tx[w].push(t);
             }

@@ -1,23 +1,41 @@
 //! Opening a configured port with its backend, and the queues the workers get from it.
 //!
+//! Each queue's transmit side goes through `vrhost_io::txpath` unless `tx = "socket"`: the
+//! device's XDP transmit while the device takes it, else the socket's own.
+//!
 //! `backend = "auto"` tries AF_XDP first (native attach, then generic; zero-copy bind, then
 //! copy) and falls back to AF_PACKET when XDP cannot be used on the interface, saying so in
 //! the log: a router should come up on any interface, and tell its operator how.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use anyhow::Context;
 use serde_json::{Value, json};
 use tracing::warn;
-use vrhost_control::config::{Backend, PortSpec, XdpMode};
+use vrhost_control::config::{Backend, PortSpec, TxSpec, XdpMode};
 use vrhost_dataplane::Pool;
 use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_io::afpacket::{PacketOptions, PacketPort};
-use vrhost_io::afxdp::{AttachMode, XdpOptions, XdpPort};
+use vrhost_io::afxdp::{AttachMode, BindMode, XdpOptions, XdpPort};
+use vrhost_io::txpath::{TxChoice, TxPath, TxPathState};
+use vrhost_io::xdptx::{self, XdpTxError};
 
-/// An open port.
+/// One worker's queues of a port.
+pub(crate) type Queues = (Box<dyn RxQueue>, Box<dyn TxQueue>);
+
+/// An open port: its sockets and its queues' transmit paths.
 #[derive(Debug)]
-pub(crate) enum OpenPort {
+pub(crate) struct OpenPort {
+    sock: Sock,
+    iface: String,
+    tx: TxChoice,
+    tx_paths: Vec<Arc<TxPathState>>,
+}
+
+/// The port's sockets.
+#[derive(Debug)]
+enum Sock {
     /// AF_XDP.
     Xdp(XdpPort),
     /// AF_PACKET.
@@ -52,19 +70,51 @@ impl OpenPort {
         };
         let packet = || PacketPort::open(iface, queues, pool, &PacketOptions::default());
         let busy = spec.busy_poll.as_ref().is_some_and(|b| *b.get_ref());
-        let port = match spec.backend {
-            Backend::Afxdp => OpenPort::Xdp(xdp(spec).context("AF_XDP")?),
-            Backend::Afpacket => OpenPort::Packet(packet().context("AF_PACKET")?),
+        let tx = match spec.tx {
+            TxSpec::Auto => TxChoice::Auto,
+            TxSpec::Socket => TxChoice::Socket,
+            TxSpec::Xdp => TxChoice::Xdp,
+        };
+        // `tx = "xdp"` on a device that does not take it stops the start here, before any
+        // socket is made.
+        if tx == TxChoice::Xdp {
+            let ifindex = vrhost_io::bpf::ifindex(iface).context("tx = \"xdp\"")?;
+            let (ok, features) = xdptx::usable(ifindex).context("tx = \"xdp\": xdp-features")?;
+            if !ok {
+                return Err(XdpTxError::NoXmit {
+                    ifname: iface.clone(),
+                    features,
+                })
+                .context("port.tx");
+            }
+        }
+        let sock = match spec.backend {
+            Backend::Afxdp => Sock::Xdp(xdp(spec).context("AF_XDP")?),
+            Backend::Afpacket => Sock::Packet(packet().context("AF_PACKET")?),
             Backend::Auto => match xdp(spec) {
-                Ok(p) => OpenPort::Xdp(p),
+                Ok(p) => Sock::Xdp(p),
                 Err(e) => {
                     warn!("{iface}: AF_XDP unavailable ({e}); using AF_PACKET");
-                    OpenPort::Packet(packet().context("AF_PACKET")?)
+                    Sock::Packet(packet().context("AF_PACKET")?)
                 }
             },
         };
+        // A zero-copy AF_XDP socket transmits from the pool with no copy and no skb: XDP
+        // transmit (a copy into its map) would only cost more, so `auto` keeps the socket.
+        let tx = match &sock {
+            Sock::Xdp(p) if tx == TxChoice::Auto && p.mode().1 == BindMode::ZeroCopy => {
+                TxChoice::Socket
+            }
+            _ => tx,
+        };
+        let port = OpenPort {
+            sock,
+            iface: iface.clone(),
+            tx,
+            tx_paths: Vec::new(),
+        };
         if busy
-            && let OpenPort::Xdp(p) = &port
+            && let Sock::Xdp(p) = &port.sock
             && !p.busy_polling()
         {
             warn!(
@@ -75,31 +125,82 @@ impl OpenPort {
         Ok(port)
     }
 
-    /// The queues, one (rx, tx) pair per worker, in worker order.
-    pub(crate) fn take_queues(&mut self) -> Vec<(Box<dyn RxQueue>, Box<dyn TxQueue>)> {
-        match self {
-            OpenPort::Xdp(p) => boxed(p.take_queues()),
-            OpenPort::Packet(p) => boxed(p.take_queues()),
+    /// The queues, one (rx, tx) pair per worker, in worker order, each transmit queue on
+    /// its path (see the module doc). Call on a thread in the port's namespace.
+    pub(crate) fn take_queues(&mut self) -> anyhow::Result<Vec<Queues>> {
+        let queues = match &mut self.sock {
+            Sock::Xdp(p) => boxed(p.take_queues()),
+            Sock::Packet(p) => boxed(p.take_queues()),
+        };
+        let mut out = Vec::with_capacity(queues.len());
+        for (r, t) in queues {
+            let t = match TxPath::wrap(&self.iface, t, self.tx) {
+                Ok((t, state)) => {
+                    self.tx_paths.extend(state);
+                    t
+                }
+                Err((t, e)) if self.tx == TxChoice::Auto => {
+                    warn!(
+                        "{}: XDP transmit unavailable ({e}); using the socket's",
+                        self.iface
+                    );
+                    t
+                }
+                Err((_, e)) => return Err(e).context("port.tx = \"xdp\""),
+            };
+            out.push((r, t));
         }
+        Ok(out)
     }
 
-    /// Backend and mode, for logs and `ctl status`.
+    /// Backend, mode and transmit path, for logs and `ctl status`.
     pub(crate) fn describe(&self) -> String {
-        match self {
-            OpenPort::Xdp(p) => {
+        let sock = match &self.sock {
+            Sock::Xdp(p) => {
                 let (attach, bind) = p.mode();
                 format!("afxdp {attach:?}/{bind:?}").to_lowercase()
             }
-            OpenPort::Packet(_) => "afpacket".into(),
+            Sock::Packet(_) => "afpacket".into(),
+        };
+        let xdp = self
+            .tx_paths
+            .iter()
+            .filter(|s| s.xdp.load(Ordering::Relaxed))
+            .count();
+        match (self.tx, self.tx_paths.len()) {
+            (TxChoice::Socket, _) => format!("{sock}, tx socket"),
+            (_, 0) => format!("{sock}, tx {}", self.tx_name()),
+            (_, n) if xdp == n => format!("{sock}, tx xdp"),
+            (_, _) if xdp == 0 => format!("{sock}, tx socket (device takes no XDP transmit now)"),
+            (_, n) => format!("{sock}, tx xdp on {xdp} of {n} queues"),
         }
     }
 
-    /// The kernel's counters for the port's sockets.
-    pub(crate) fn stats_json(&self) -> Value {
-        match self {
-            OpenPort::Xdp(p) => json!(format!("{:?}", p.stats())),
-            OpenPort::Packet(p) => json!(format!("{:?}", p.stats())),
+    fn tx_name(&self) -> &'static str {
+        match self.tx {
+            TxChoice::Auto => "auto",
+            TxChoice::Socket => "socket",
+            TxChoice::Xdp => "xdp",
         }
+    }
+
+    /// The kernel's counters for the port's sockets, and XDP transmit's.
+    pub(crate) fn stats_json(&self) -> Value {
+        let sock = match &self.sock {
+            Sock::Xdp(p) => json!(format!("{:?}", p.stats())),
+            Sock::Packet(p) => json!(format!("{:?}", p.stats())),
+        };
+        let sum = |f: fn(&TxPathState) -> u64| self.tx_paths.iter().map(|s| f(s)).sum::<u64>();
+        json!({
+            "socket": sock,
+            "tx": self.tx_name(),
+            "xdp_tx_queues": self.tx_paths.iter().filter(|s| s.xdp.load(Ordering::Relaxed)).count(),
+            "xdp_tx_frames": sum(|s| s.xdp_counters.frames.load(Ordering::Relaxed)),
+            "xdp_tx_runs": sum(|s| s.xdp_counters.runs.load(Ordering::Relaxed)),
+            "xdp_tx_refused": sum(|s| s.xdp_counters.refused.load(Ordering::Relaxed)),
+            "xdp_tx_failed": sum(|s| s.xdp_counters.failed.load(Ordering::Relaxed)),
+            "xdp_tx_switches": sum(|s| s.switches.load(Ordering::Relaxed)),
+        })
     }
 }
 

@@ -59,6 +59,107 @@ fn ping_and_tcp_through_a_vr_over_af_packet() {
     forwards("afpacket");
 }
 
+/// `tx = "xdp"` on every port of `text`.
+fn with_xdp_tx(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.starts_with("backend = ") {
+                format!("{l}\ntx = \"xdp\"")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The sides' veth ends (`a0`, `b0`) with GRO on: a veth then takes frames its peer (the
+/// router's port) sends by XDP transmit.
+fn sides_take_xdp_transmit(lab: &Lab) {
+    for (side, dev) in [(Side::A, "a0"), (Side::B, "b0")] {
+        let on = lab
+            .side(side)
+            .run(|| vrhost_lab::offload::set_gro(dev, true))
+            .unwrap()
+            .unwrap();
+        assert!(on, "GRO on {dev}");
+    }
+}
+
+/// Ping, the punt path and TCP through a VR whose ports transmit by XDP (`tx = "xdp"`):
+/// the ports say so, and XDP transmit carried the frames.
+fn forwards_by_xdp_transmit(backend: &str) {
+    let Some(lab) = lab(1, false) else { return };
+    sides_take_xdp_transmit(&lab);
+    let d = Daemon::start(&lab, &with_xdp_tx(&config(&lab, backend, &[0])));
+    let vr = lab.vr(0);
+    let (b4, b6) = (vr.b.addrs.host4.to_string(), vr.b.addrs.host6.to_string());
+    assert_eq!(ping(&lab, 0, &b4, 5, "0.05"), (5, 5), "IPv4 through the VR");
+    assert_eq!(ping(&lab, 0, &b6, 5, "0.05"), (5, 5), "IPv6 through the VR");
+    let gw = vr.a.addrs.gw4.to_string();
+    assert_eq!(
+        ping(&lab, 0, &gw, 3, "0.05"),
+        (3, 3),
+        "the VR's own address"
+    );
+    let bytes = iperf(&lab, 0, 2);
+    assert!(bytes > 1_000_000, "iperf3 moved only {bytes} bytes");
+    let st = d.status();
+    for p in st["ports"].as_array().unwrap() {
+        let what = p["backend"].as_str().unwrap();
+        assert!(what.starts_with(backend) && what.ends_with("tx xdp"), "{p}");
+        let k = &p["kernel"];
+        assert_eq!(k["xdp_tx_failed"], 0, "{p}");
+        assert_eq!(k["xdp_tx_refused"], 0, "{p}");
+        assert!(k["xdp_tx_frames"].as_u64().unwrap() > 100, "{p}");
+    }
+}
+
+#[test]
+fn ping_and_tcp_through_a_vr_over_af_xdp_with_xdp_transmit() {
+    forwards_by_xdp_transmit("afxdp");
+}
+
+#[test]
+fn ping_and_tcp_through_a_vr_over_af_packet_with_xdp_transmit() {
+    forwards_by_xdp_transmit("afpacket");
+}
+
+/// `tx = "xdp"` on a port whose device does not take XDP transmit (the lab's veths, GRO
+/// off, no program on the peer) stops the start with the reason and the fix; `auto` (the
+/// default) runs on the socket's transmit and says so.
+#[test]
+fn xdp_transmit_is_refused_where_the_device_cannot_take_it() {
+    let Some(lab) = lab(1, false) else { return };
+    let path = std::env::temp_dir().join(format!("{}-xdptx.toml", lab.prefix()));
+    std::fs::write(&path, with_xdp_tx(&config(&lab, "afxdp", &[0]))).unwrap();
+    let sock = format!("{}.sock", path.display());
+    let out = lab
+        .router()
+        .command(&[
+            common::bin(),
+            "run",
+            path.to_str().unwrap(),
+            "--socket",
+            &sock,
+        ])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(!out.status.success(), "started with tx = xdp on p0");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("port.tx") && err.contains("p0") && err.contains("gro on"),
+        "{err}"
+    );
+    let d = Daemon::start(&lab, &config(&lab, "afxdp", &[0]));
+    for p in d.status()["ports"].as_array().unwrap() {
+        assert!(p["backend"].as_str().unwrap().contains("tx socket"), "{p}");
+    }
+    let b4 = lab.vr(0).b.addrs.host4.to_string();
+    assert_eq!(ping(&lab, 0, &b4, 3, "0.05"), (3, 3));
+}
+
 /// (policy, real-time priority) of the thread called `name` in process `pid`, from
 /// `/proc/PID/task/TID/stat` (fields 41 and 40, counted after the command's parentheses).
 fn thread_policy(pid: u32, name: &str) -> (u64, u64) {

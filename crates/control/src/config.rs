@@ -22,6 +22,7 @@
 //! name = "p0"
 //! interface = "p0"
 //! backend = "auto"             # afxdp | afpacket | auto (AF_XDP, else AF_PACKET)
+//! tx = "auto"                  # xdp | socket | auto (the device's XDP transmit where it takes it)
 //!
 //! [[vr]]
 //! name = "blue"
@@ -89,6 +90,20 @@ pub enum XdpMode {
     Native,
     /// In the generic (skb) path.
     Generic,
+}
+
+/// A port's transmit path (`[[port]] tx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TxSpec {
+    /// The device's XDP transmit where it takes it (checked again every second), else the
+    /// socket's own; a zero-copy AF_XDP socket keeps its own (it copies nothing).
+    #[default]
+    Auto,
+    /// The socket's own transmit (AF_XDP tx ring, AF_PACKET `sendmmsg`).
+    Socket,
+    /// The device's XDP transmit: refused at start when the device does not take it.
+    Xdp,
 }
 
 /// `[dataplane] fairness`: what backlogged VRs on one core share equally (or by weight).
@@ -257,6 +272,14 @@ pub struct PortSpec {
     /// busy-polls zero-copy sockets only; in copy mode (veth) it has no effect (logged).
     #[serde(default)]
     pub busy_poll: Option<Spanned<bool>>,
+    /// Transmit path (default `auto`): `xdp` hands frames to the device's XDP transmit
+    /// (`ndo_xdp_xmit`) a batch per system call with no skb per frame — on veth and other
+    /// copy-mode devices several times cheaper per frame than the socket's own transmit;
+    /// `socket` keeps the AF_XDP tx ring or AF_PACKET's `sendmmsg`; `auto` uses XDP
+    /// transmit while the device takes it (a veth only while its peer has an XDP program
+    /// or GRO on). See `vrhost_io::xdptx`.
+    #[serde(default)]
+    pub tx: TxSpec,
 }
 
 /// How a VIF's frames are recognised on its port.

@@ -37,6 +37,8 @@ pub const MAP_ARRAY: u32 = 2;
 pub const MAP_PERCPU_ARRAY: u32 = 6;
 /// `BPF_MAP_TYPE_XSKMAP`: rx queue index → AF_XDP socket.
 pub const MAP_XSKMAP: u32 = 17;
+/// `BPF_MAP_TYPE_ARRAY_OF_MAPS`: index → a map shaped like the one it was created with.
+pub const MAP_ARRAY_OF_MAPS: u32 = 12;
 const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 /// `enum bpf_attach_type`: `BPF_TCX_INGRESS` (tc ingress through a BPF link, Linux ≥ 6.6).
@@ -67,6 +69,16 @@ pub const FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 pub const FUNC_KTIME_GET_NS: i32 = 5;
 /// Helper id: `bpf_redirect_map`.
 pub const FUNC_REDIRECT_MAP: i32 = 51;
+/// Helper id: `bpf_xdp_adjust_tail` (grow or shrink the frame at its end).
+pub const FUNC_XDP_ADJUST_TAIL: i32 = 65;
+/// Helper id: `bpf_xdp_get_buff_len` (the frame's length).
+pub const FUNC_XDP_GET_BUFF_LEN: i32 = 188;
+/// Helper id: `bpf_xdp_store_bytes` (copy from program memory into the frame).
+pub const FUNC_XDP_STORE_BYTES: i32 = 190;
+/// XDP action: error (the frame is dropped and the `xdp_exception` tracepoint fires).
+pub const XDP_ABORTED: i32 = 0;
+/// `BPF_F_MMAPABLE`: an array map user space can `mmap` (Linux ≥ 5.5).
+const BPF_F_MMAPABLE: u32 = 1 << 10;
 
 /// One eBPF instruction (`struct bpf_insn`).
 #[repr(C)]
@@ -395,6 +407,47 @@ impl Map {
         })
     }
 
+    /// A plain array map that user space can `mmap` ([`MmapArray`]); see [`Map::create`].
+    pub fn mmapable(value_size: u32, entries: u32, name: &str) -> io::Result<Map> {
+        let mut attr = MapCreateAttr {
+            map_type: MAP_ARRAY,
+            key_size: 4,
+            value_size,
+            max_entries: entries,
+            map_flags: BPF_F_MMAPABLE,
+            inner_map_fd: 0,
+            numa_node: 0,
+            map_name: name16(name),
+        };
+        sys_bpf(BPF_MAP_CREATE, &mut attr).map(|fd| Map {
+            fd: owned(fd),
+            map_type: MAP_ARRAY,
+            value_size,
+            entries,
+        })
+    }
+
+    /// An array of `entries` maps shaped like `inner` (same type, sizes and flags); set an
+    /// entry to a map's descriptor with [`Map::set`] (as a native-endian `u32`).
+    pub fn array_of_maps(inner: &Map, entries: u32, name: &str) -> io::Result<Map> {
+        let mut attr = MapCreateAttr {
+            map_type: MAP_ARRAY_OF_MAPS,
+            key_size: 4,
+            value_size: 4,
+            max_entries: entries,
+            map_flags: 0,
+            inner_map_fd: inner.raw_fd() as u32,
+            numa_node: 0,
+            map_name: name16(name),
+        };
+        sys_bpf(BPF_MAP_CREATE, &mut attr).map(|fd| Map {
+            fd: owned(fd),
+            map_type: MAP_ARRAY_OF_MAPS,
+            value_size: 4,
+            entries,
+        })
+    }
+
     /// An array map (plain or per-CPU); see [`Map::create`].
     pub fn array(map_type: u32, value_size: u32, entries: u32, name: &str) -> io::Result<Map> {
         Map::create(map_type, value_size, entries, name)
@@ -473,6 +526,74 @@ impl Map {
     /// The size of one value in bytes.
     pub fn value_size(&self) -> u32 {
         self.value_size
+    }
+}
+
+/// A [`Map::mmapable`] array mapped into this process: the program's lookups and this
+/// process's loads and stores reach the same memory, with no system call. Entry `i` starts
+/// at byte `i × stride`, where the stride is the value size rounded up to 8.
+#[derive(Debug)]
+pub struct MmapArray {
+    map: Map,
+    base: *mut u8,
+    len: usize,
+    stride: usize,
+}
+
+// SAFETY: the mapping is plain shared memory owned by this value; moving it to another
+// thread moves the only handle through which this process reaches it.
+unsafe impl Send for MmapArray {}
+
+impl MmapArray {
+    /// Create a mmapable array of `entries` values of `value_size` bytes and map it.
+    pub fn new(value_size: u32, entries: u32, name: &str) -> io::Result<MmapArray> {
+        let map = Map::mmapable(value_size, entries, name)?;
+        let stride = (value_size as usize).div_ceil(8) * 8;
+        let len = (stride * entries as usize).max(1);
+        // SAFETY: mapping a bpf map fd created with BPF_F_MMAPABLE, shared, at offset 0 for
+        // the size of its values; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(MmapArray {
+            map,
+            base: base.cast(),
+            len,
+            stride,
+        })
+    }
+
+    /// The map (for [`Insn::load_map`]).
+    pub fn map(&self) -> &Map {
+        &self.map
+    }
+
+    /// Entry `i`'s bytes (the value size rounded up to 8).
+    pub fn entry(&mut self, i: u32) -> &mut [u8] {
+        assert!(i < self.map.entries, "entry {i} of {}", self.map.entries);
+        // SAFETY: in bounds of the mapping (checked above); `&mut self` makes this the only
+        // reference this process holds. A program run may write the same memory only
+        // inside a bpf(2) call this thread makes, so never while this borrow is used.
+        unsafe {
+            core::slice::from_raw_parts_mut(self.base.add(i as usize * self.stride), self.stride)
+        }
+    }
+}
+
+impl Drop for MmapArray {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `new` mapped; no borrow of it outlives `self`.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
     }
 }
 

@@ -9,6 +9,10 @@
 //! - [`afpacket`]: TPACKET_V3 rings on any interface; the fallback when XDP is unavailable.
 //! - [`tap`]: a tap device per VIF for the punt/inject path of a VR's control plane.
 //! - [`sched`]: `SCHED_FIFO` for workers and testers (why, and what it costs the host).
+//! - [`xdptx`]: transmit through a device's XDP transmit path (`ndo_xdp_xmit`), a batch of
+//!   frames per `bpf(2)` call and no skb per frame — for AF_XDP copy-mode and AF_PACKET
+//!   ports, whose own transmit builds an skb per frame; [`netdev`] says whether a device
+//!   takes it; [`txpath`] picks between it and the socket's own transmit per queue.
 //! - [`bpf`]: the bpf(2) calls (maps, hand-assembled programs, links, test runs) behind
 //!   the AF_XDP steering program, also used by vrbench's generator and sink.
 //!
@@ -18,5 +22,8 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod bpf;
+pub mod netdev;
 pub mod sched;
 pub mod tap;
+pub mod txpath;
+pub mod xdptx;

@@ -1,5 +1,6 @@
-//! Which AF_PACKET transmit mode is faster here: the tx ring or `sendmmsg`. A measurement,
-//! not a check, so it is ignored by default; run it with
+//! Which transmit path is fastest here: AF_PACKET's tx ring, its `sendmmsg`, or the XDP
+//! transmit path (`vrhost_io::xdptx`). A measurement, not a check, so it is ignored by
+//! default; run it with
 //!
 //! ```text
 //! cargo test --release -p vrhost-io --test afpacket_bench -- --ignored --nocapture
@@ -7,10 +8,13 @@
 //!
 //! One thread pinned to one CPU sends 60-byte frames (64 on the wire with the FCS) in
 //! bursts of 256 on one end of a veth pair, rounds alternating between the modes (5 rounds
-//! of 2 s each; `AFPACKET_BENCH_ROUNDS` and `AFPACKET_BENCH_SECS` change that). The far end has no listener: its kernel drops the frames (unknown
-//! EtherType) in the softirq that the send itself runs on the same CPU, so the figure is
-//! what one core achieves sending, including the veth's delivery. Frames per second taken
-//! by `tx_burst` are checked against the far end's receive counter.
+//! //! of 2 s each; `AFPACKET_BENCH_ROUNDS` and `AFPACKET_BENCH_SECS` change that). The far end
+//! has an XDP program returning `XDP_PASS` (what lets a veth take XDP-transmitted frames;
+//! it is there for every path, so each pays the same far-end work) and no listener: its
+//! kernel drops the frames (unknown EtherType) in the softirq that the send itself runs on
+//! the same CPU, so the figure is what one core achieves sending, including the veth's
+//! delivery. Frames per second taken by `tx_burst` are checked against the far end's
+//! receive counter.
 
 mod afpacket_util;
 
@@ -20,6 +24,8 @@ use afpacket_util::*;
 use vrhost_dataplane::port::TxQueue;
 use vrhost_dataplane::{PktVec, Pool, VECTOR};
 use vrhost_io::afpacket::{PacketOptions, PacketPort, TxMode};
+use vrhost_io::bpf::{self, Alu, Insn, Link, Program};
+use vrhost_io::xdptx::XdpTx;
 use vrhost_lab::{Netns, require_root};
 
 /// Frames received by `ifname` in `ns`, from the namespace's `/proc/net/dev`.
@@ -74,36 +80,70 @@ struct Round {
     per_cpu: f64,
 }
 
-fn round(mode: TxMode, secs: u64) -> Round {
+/// A transmit path.
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    Packet(TxMode),
+    Xdp,
+}
+
+fn round(path: Path, secs: u64) -> Round {
     let p = pair(1);
+    let _pass =
+        p.b.run(|| {
+            let prog = Program::load_xdp(
+                &[Insn::alu_imm(Alu::Mov, 0, bpf::XDP_PASS), Insn::exit()],
+                "bench_pass",
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let link = Link::attach_xdp(&prog, bpf::ifindex("pb").unwrap(), false).unwrap();
+            (prog, link)
+        })
+        .unwrap();
     let pool = Pool::new(4096);
-    let opts = PacketOptions {
-        tx: mode,
-        ..PacketOptions::default()
-    };
-    let mut port =
-        p.a.run(|| PacketPort::open("pa", 1, &pool, &opts))
-            .unwrap()
-            .unwrap();
-    let (_rx, mut tx) = port.take_queues().pop().unwrap();
     let frame = marked(PB_MAC, PA_MAC, &[], 0, 60);
     let before = rx_packets(&p.b, "pb");
-    let (mut taken, mut refused) = (0u64, 0u64);
-    let mut v = PktVec::new();
-    let c0 = thread_cpu();
-    let t0 = Instant::now();
-    let dur = Duration::from_secs(secs);
-    while t0.elapsed() < dur {
-        while v.len() < VECTOR {
-            v.push(pool.alloc_frame(&frame).unwrap());
+    let send = |tx: &mut dyn TxQueue| {
+        let (mut taken, mut refused) = (0u64, 0u64);
+        let mut v = PktVec::new();
+        let c0 = thread_cpu();
+        let t0 = Instant::now();
+        let dur = Duration::from_secs(secs);
+        while t0.elapsed() < dur {
+            while v.len() < VECTOR {
+                v.push(pool.alloc_frame(&frame).unwrap());
+            }
+            taken += tx.tx_burst(&pool, &mut v) as u64;
+            tx.flush(&pool);
+            refused += v.len() as u64;
+            pool.free_all(&mut v);
         }
-        taken += tx.tx_burst(&pool, &mut v) as u64;
-        tx.flush(&pool);
-        refused += v.len() as u64;
-        pool.free_all(&mut v);
-    }
-    let el = t0.elapsed().as_secs_f64();
-    let cpu = (thread_cpu() - c0).as_secs_f64();
+        (taken, refused, t0.elapsed(), thread_cpu() - c0)
+    };
+    let (taken, refused, el, cpu) = match path {
+        Path::Packet(mode) => {
+            let opts = PacketOptions {
+                tx: mode,
+                ..PacketOptions::default()
+            };
+            let mut port =
+                p.a.run(|| PacketPort::open("pa", 1, &pool, &opts))
+                    .unwrap()
+                    .unwrap();
+            let (_rx, mut tx) = port.take_queues().pop().unwrap();
+            send(&mut tx)
+        }
+        // XDP transmit runs in the interface's namespace: send from a thread there.
+        Path::Xdp => {
+            p.a.run(|| {
+                pin_to(1);
+                let mut tx = XdpTx::open("pa").unwrap_or_else(|e| panic!("{e}"));
+                send(&mut tx)
+            })
+            .unwrap()
+        }
+    };
+    let (el, cpu) = (el.as_secs_f64(), cpu.as_secs_f64());
     // Let the last frames land before reading the far end's counter.
     std::thread::sleep(Duration::from_millis(100));
     let delivered = rx_packets(&p.b, "pb") - before;
@@ -118,14 +158,18 @@ fn round(mode: TxMode, secs: u64) -> Round {
 
 #[test]
 #[ignore = "a measurement; run with --ignored --nocapture"]
-fn tx_ring_vs_sendmmsg_frames_per_second() {
+fn transmit_paths_frames_per_second() {
     if !require_root("afpacket tx bench") {
         return;
     }
     pin_to(1);
     let mut best = Vec::new();
-    for mode in [TxMode::Ring, TxMode::Sendmmsg] {
-        best.push((mode, Vec::new()));
+    for path in [
+        Path::Packet(TxMode::Ring),
+        Path::Packet(TxMode::Sendmmsg),
+        Path::Xdp,
+    ] {
+        best.push((path, Vec::new()));
     }
     let env = |k: &str, d: u64| {
         std::env::var(k)
@@ -138,10 +182,10 @@ fn tx_ring_vs_sendmmsg_frames_per_second() {
         env("AFPACKET_BENCH_SECS", 2),
     );
     for _ in 0..n {
-        for (mode, rounds) in &mut best {
-            let r = round(*mode, secs);
+        for (path, rounds) in &mut best {
+            let r = round(*path, secs);
             println!(
-                "{mode:?}: taken {:.3} Mfps, delivered {:.3} Mfps ({:.3} M per CPU-second), \
+                "{path:?}: taken {:.3} Mfps, delivered {:.3} Mfps ({:.3} M per CPU-second), \
                  refused {:.3} Mfps",
                 r.taken / 1e6,
                 r.delivered / 1e6,
@@ -155,9 +199,9 @@ fn tx_ring_vs_sendmmsg_frames_per_second() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    for (mode, rounds) in best {
+    for (path, rounds) in best {
         println!(
-            "{mode:?}: median {:.3} Mfps delivered, {:.3} M per CPU-second, over {} rounds",
+            "{path:?}: median {:.3} Mfps delivered, {:.3} M per CPU-second, over {} rounds",
             median(rounds.iter().map(|r| r.0).collect()) / 1e6,
             median(rounds.iter().map(|r| r.1).collect()) / 1e6,
             rounds.len()

@@ -140,6 +140,16 @@ pub fn get(ifname: &str) -> io::Result<Offloads> {
     })
 }
 
+/// Turn GRO on or off on `ifname` (in the calling thread's namespace); returns the state
+/// afterwards. A veth with GRO on runs a NAPI for what its peer sends, which is what lets
+/// the peer's XDP transmit (`ndo_xdp_xmit`) hand it frames; GRO only changes how this end
+/// receives, so the frames it sends stay wire-like.
+pub fn set_gro(ifname: &str, on: bool) -> io::Result<bool> {
+    let s = sock()?;
+    ethtool(&s, ifname, ETHTOOL_SGRO, u32::from(on))?;
+    Ok(ethtool(&s, ifname, ETHTOOL_GGRO, 0)? != 0)
+}
+
 /// Turn off every offload in [`Offloads`] on `ifname` (in the calling thread's namespace)
 /// and return the state afterwards, which the caller should check: a device may accept a
 /// request and keep a feature on (macvlan does).

@@ -60,13 +60,15 @@ pub(crate) struct Daemon {
 }
 
 impl Daemon {
-    /// Start vrhost on `lab` with `backend`, forwarding `cores`, VRs `0..vrs`, each with
-    /// `routes` (IPv4 prefixes) via its side-B host besides the lab's own and `extra_vifs`
-    /// idle VIFs on `p0` (see `vrhost::labconfig`); return when its control socket answers.
+    /// Start vrhost on `lab` with `backend` (transmitting by `tx`), forwarding `cores`, VRs
+    /// `0..vrs`, each with `routes` (IPv4 prefixes) via its side-B host besides the lab's own
+    /// and `extra_vifs` idle VIFs on `p0` (see `vrhost::labconfig`); return when its control
+    /// socket answers.
     pub(crate) fn start(
         bin: &Path,
         lab: &Lab,
         backend: &str,
+        tx: &str,
         cores: &[usize],
         vrs: u32,
         (routes, extra_vifs): (&[String], u32),
@@ -82,6 +84,11 @@ impl Daemon {
                 routes: routes.to_vec(),
                 extra_vifs,
             },
+        );
+        // Every port transmits by `tx` (`auto`, `socket`, `xdp`).
+        let text = text.replace(
+            &format!("backend = {backend:?}\n"),
+            &format!("backend = {backend:?}\ntx = {tx:?}\n"),
         );
         let base = std::env::temp_dir().join(format!("vrbench-fwd-{}", lab.prefix()));
         let config = base.with_extension("toml");

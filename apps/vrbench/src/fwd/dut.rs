@@ -45,6 +45,12 @@ pub(crate) enum Profile {
     VrhostAfxdp,
     /// vrhost, AF_PACKET ports (TPACKET_V3).
     VrhostAfpacket,
+    /// vrhost, AF_XDP ports, transmitting through the socket (`tx = "socket"`: the AF_XDP
+    /// tx ring) rather than the device's XDP transmit, which the sink's program on `b0`
+    /// lets the other vrhost profiles use (`tx = "auto"`).
+    VrhostAfxdpSocketTx,
+    /// vrhost, AF_PACKET ports, transmitting with `sendmmsg` (`tx = "socket"`).
+    VrhostAfpacketSocketTx,
     /// The kernel's native IP forwarder: addresses on p0/p1 (Forwarder::KernelPlain), 1 VR.
     Kernel,
     /// The kernel, one namespace per VR with macvlans of p0/p1 (Forwarder::Kernel).
@@ -56,9 +62,11 @@ pub(crate) enum Profile {
 
 impl Profile {
     /// Every profile, in report order.
-    pub(crate) const ALL: [Profile; 5] = [
+    pub(crate) const ALL: [Profile; 7] = [
         Profile::VrhostAfxdp,
         Profile::VrhostAfpacket,
+        Profile::VrhostAfxdpSocketTx,
+        Profile::VrhostAfpacketSocketTx,
         Profile::Kernel,
         Profile::KernelVr,
         Profile::NoRouter,
@@ -69,16 +77,35 @@ impl Profile {
         match self {
             Profile::VrhostAfxdp => "vrhost-afxdp",
             Profile::VrhostAfpacket => "vrhost-afpacket",
+            Profile::VrhostAfxdpSocketTx => "vrhost-afxdp-socket-tx",
+            Profile::VrhostAfpacketSocketTx => "vrhost-afpacket-socket-tx",
             Profile::Kernel => "kernel",
             Profile::KernelVr => "kernel-vr",
             Profile::NoRouter => "no-router",
         }
     }
 
+    /// vrhost's `[[port]] tx` for the profile.
+    pub(crate) fn tx(self) -> &'static str {
+        match self {
+            Profile::VrhostAfxdpSocketTx | Profile::VrhostAfpacketSocketTx => "socket",
+            _ => "auto",
+        }
+    }
+
+    /// Whether vrhost forwards (the daemon runs).
+    pub(crate) fn is_vrhost(self) -> bool {
+        self.forwarder() == Forwarder::Vrhost && self != Profile::NoRouter
+    }
+
     /// The lab forwarder the profile runs in.
     pub(crate) fn forwarder(self) -> Forwarder {
         match self {
-            Profile::VrhostAfxdp | Profile::VrhostAfpacket | Profile::NoRouter => Forwarder::Vrhost,
+            Profile::VrhostAfxdp
+            | Profile::VrhostAfpacket
+            | Profile::VrhostAfxdpSocketTx
+            | Profile::VrhostAfpacketSocketTx
+            | Profile::NoRouter => Forwarder::Vrhost,
             Profile::Kernel => Forwarder::KernelPlain,
             Profile::KernelVr => Forwarder::Kernel,
         }
@@ -106,6 +133,18 @@ pub(crate) enum P0Napi {
     None,
 }
 
+/// How `b0` (the sink's veth end, the router's `p1` peer) receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub(crate) enum SinkNapi {
+    /// GRO on: `b0` runs a NAPI for what `p1` sends, as a NIC's receive does. That is
+    /// what lets a veth take XDP-transmitted frames, so vrhost's `tx = "auto"` transmits by
+    /// XDP; skbs from the other paths go through the same NAPI (veth's `ptr_ring`).
+    Gro,
+    /// veth's default: frames go to the transmitting CPU's backlog; vrhost then transmits
+    /// through its sockets (the device takes no XDP transmit).
+    Backlog,
+}
+
 /// Queues and cores of a measurement.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -121,6 +160,8 @@ pub(crate) struct Layout {
     pub(crate) rx_napi: RxNapi,
     /// How `p0`'s NAPI is enabled where the DUT does not do it.
     pub(crate) p0_napi: P0Napi,
+    /// How `b0` receives.
+    pub(crate) sink_napi: SinkNapi,
 }
 
 impl Layout {
@@ -143,6 +184,7 @@ impl Layout {
             dut_cores: dut_cores.to_vec(),
             rx_napi,
             p0_napi: P0Napi::XdpPass,
+            sink_napi: SinkNapi::Gro,
         })
     }
 
@@ -170,9 +212,13 @@ impl Layout {
             P0Napi::Gro => " (p0's NAPI enabled by GRO, not XDP_PASS)",
             P0Napi::None => " (p0's NAPI not enabled for kernel/AF_PACKET)",
         };
+        let sink = match self.sink_napi {
+            SinkNapi::Gro => "b0's NAPI (GRO on)",
+            SinkNapi::Backlog => "the backlog",
+        };
         format!(
             "{} queue(s); generator on core(s) {}; vrhost cores = [{}]; {rx}{enable}; sink \
-             (b0 tc ingress, via the backlog) on the CPU that transmits on p1",
+             (b0 tc ingress, via {sink}) on the CPU that transmits on p1",
             self.queues,
             cores(&self.gen_cores),
             cores(&self.dut_cores)
@@ -212,6 +258,14 @@ impl TestLab {
         .with_context(|| format!("building lab {prefix}"))?;
         if layout.queues > 1 {
             set_xps(&lab, layout)?;
+        }
+        if layout.sink_napi == SinkNapi::Gro {
+            let b0 = Side::B.side_ifname();
+            let on = lab
+                .side(Side::B)
+                .run(|| vrhost_lab::offload::set_gro(b0, true))?
+                .with_context(|| format!("GRO on {b0}"))?;
+            anyhow::ensure!(on, "{b0} kept GRO off");
         }
         let sink = Sink::attach(lab.side(Side::B), vrs).context("attaching the sink to b0")?;
         let generator =
@@ -346,20 +400,22 @@ pub(crate) fn start(
             )?);
             None
         }
-        Profile::VrhostAfxdp => Some(Daemon::start(
+        Profile::VrhostAfxdp | Profile::VrhostAfxdpSocketTx => Some(Daemon::start(
             bin,
             &t.lab,
             "afxdp",
+            profile.tx(),
             &layout.dut_cores,
             vrs,
             (&[], 0),
         )?),
-        Profile::VrhostAfpacket => {
+        Profile::VrhostAfpacket | Profile::VrhostAfpacketSocketTx => {
             pass = Some(enable_p0(&t.lab, layout.p0_napi)?);
             Some(Daemon::start(
                 bin,
                 &t.lab,
                 "afpacket",
+                profile.tx(),
                 &layout.dut_cores,
                 vrs,
                 (&[], 0),

@@ -174,6 +174,18 @@ impl LayoutResult {
             find("kernel", 1),
             Some(1.0),
         );
+        ratio(
+            "vrhost-afxdp / vrhost-afxdp-socket-tx (XDP transmit)".into(),
+            find("vrhost-afxdp", 1),
+            find("vrhost-afxdp-socket-tx", 1),
+            None,
+        );
+        ratio(
+            "vrhost-afpacket / vrhost-afpacket-socket-tx (XDP transmit)".into(),
+            find("vrhost-afpacket", 1),
+            find("vrhost-afpacket-socket-tx", 1),
+            None,
+        );
         if many > 1 {
             ratio(
                 format!("vrhost-afxdp ×{many} / ×1"),

@@ -412,6 +412,7 @@ impl LiveLab {
                         bin,
                         &lab,
                         backend,
+                        "auto",
                         &[cores.dut],
                         vrs,
                         (&prefixes, scale.vifs - 2),
