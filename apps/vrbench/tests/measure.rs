@@ -7,6 +7,14 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// Tests that run traffic take this: they pin their tester and DUT to the same two cores,
+/// and `--rt-unthrottle` lets a real-time spinner keep every other test off its core.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn out_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("vrbench-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -31,6 +39,7 @@ fn run_ok(args: &[&str], out: &std::path::Path) -> (Value, String) {
 
 #[test]
 fn quick_writes_a_record_a_report_and_plots() {
+    let _one_at_a_time = serial();
     let out = out_dir("quick");
     let (run, stderr) = run_ok(&["quick", "--ci"], &out);
     assert_eq!(run["partial"], Value::Bool(false), "{stderr}");
@@ -147,6 +156,7 @@ fn bad_input_is_refused_before_anything_is_built() {
 
 #[test]
 fn scaling_measures_every_point_of_every_dimension() {
+    let _one_at_a_time = serial();
     let out = out_dir("scaling");
     let (run, _) = run_ok(
         &[
@@ -198,6 +208,7 @@ fn a_lab_search_runs_on_the_af_packet_generator() {
     if !vrhost_lab::require_root("vrbench measure --gen afpacket") {
         return;
     }
+    let _one_at_a_time = serial();
     let out = out_dir("afpacket");
     let (run, _) = run_ok(
         &[
@@ -241,6 +252,7 @@ fn the_kernel_dut_runs_on_its_own_core_and_the_record_says_so() {
     if !vrhost_lab::require_root("vrbench measure --duts kernel (pinned NAPI)") {
         return;
     }
+    let _one_at_a_time = serial();
     let out = out_dir("kernelnapi");
     let (run, _) = run_ok(
         &[
@@ -310,6 +322,7 @@ fn rt_unthrottle_is_undone_at_the_end_and_on_ctrl_c() {
     if !vrhost_lab::require_root("vrbench measure --rt-unthrottle") {
         return;
     }
+    let _one_at_a_time = serial();
     let before = rt_runtime();
     // Refused for a user who is not root (setpriv drops to nobody).
     let out = out_dir("rtnobody");
@@ -405,6 +418,7 @@ fn lab_scaling_over_vifs_per_vr_runs_on_vrhost() {
     if !vrhost_lab::require_root("vrbench measure --tests scaling --duts vrhost-afpacket") {
         return;
     }
+    let _one_at_a_time = serial();
     let out = out_dir("labvifs");
     let (run, stderr) = run_ok(
         &[
