@@ -25,6 +25,11 @@
 //! it, and SIGINT/SIGTERM set a flag that ends the trial early and unwinds (a second
 //! signal exits at once and may leave the lab: `vrbench lab down --name …`).
 //!
+//! Where `p0`'s receive NAPI runs (`--rx-napi`, default `auto`: pinned to the DUT core for
+//! the kernel profiles) is in `dut.rs`; with it pinned, the kernel at 0.3 Mpps showed p50
+//! latency 72–75 µs against 1.7 µs inline (a wake-up of the NAPI thread on the other vCPU per
+//! burst; docs/perf.md, "The kernel DUT on its own core").
+//!
 //! # Figures
 //!
 //! 2-core KVM guest, Linux 6.18, shared with other engineers' builds (load 4–7); rerun
@@ -36,7 +41,9 @@
 //!   2, 4 Mpps, twice each: 18 of 20 runs within 0.11 % (most within 0.02 %); two runs at
 //!   −1.9 % (0.5 Mpps) and −1.3 % (2 Mpps) while the host was busy — those results show the
 //!   pacer's `missed` tokens, and `under_offered` when outside 1 %.
-//! * `vrbench trial --dut D --rate 0.05 --seconds 2`, 1 VR, 64 B: every profile lossless;
+//! * `vrbench trial --dut D --rate 0.05 --seconds 2`, 1 VR, 64 B (before `--rx-napi`: the
+//!   kernel profiles' NAPI inline on the generator's core; now `--rx-napi inline`): every
+//!   profile lossless;
 //!   p50 / p99 latency: kernel 1.7 / 3.0 µs, kernel-macvlan 1.9 / 6.4 µs, kernel-bridge
 //!   4.5 / 8.4 µs, vrhost-afxdp 73 µs / 6.7 ms, vrhost-afpacket 0.7 / 6.6 ms (vrhost's
 //!   worker shares core 0 with the other work on this host).
