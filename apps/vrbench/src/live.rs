@@ -25,6 +25,11 @@
 //! it, and SIGINT/SIGTERM set a flag that ends the trial early and unwinds (a second
 //! signal exits at once and may leave the lab: `vrbench lab down --name …`).
 //!
+//! Where `p0`'s receive NAPI runs (`--rx-napi`, default `auto`: pinned to the DUT core for
+//! the kernel profiles) is in `dut.rs`; with it pinned, the kernel at 0.3 Mpps showed p50
+//! latency 72–75 µs against 1.7 µs inline (a wake-up of the NAPI thread on the other vCPU per
+//! burst; docs/perf.md, "The kernel DUT on its own core").
+//!
 //! # Figures
 //!
 //! 2-core KVM guest, Linux 6.18, shared with other engineers' builds (load 4–7); rerun
@@ -36,7 +41,9 @@
 //!   2, 4 Mpps, twice each: 18 of 20 runs within 0.11 % (most within 0.02 %); two runs at
 //!   −1.9 % (0.5 Mpps) and −1.3 % (2 Mpps) while the host was busy — those results show the
 //!   pacer's `missed` tokens, and `under_offered` when outside 1 %.
-//! * `vrbench trial --dut D --rate 0.05 --seconds 2`, 1 VR, 64 B: every profile lossless;
+//! * `vrbench trial --dut D --rate 0.05 --seconds 2`, 1 VR, 64 B (before `--rx-napi`: the
+//!   kernel profiles' NAPI inline on the generator's core; now `--rx-napi inline`): every
+//!   profile lossless;
 //!   p50 / p99 latency: kernel 1.7 / 3.0 µs, kernel-macvlan 1.9 / 6.4 µs, kernel-bridge
 //!   4.5 / 8.4 µs, vrhost-afxdp 73 µs / 6.7 ms, vrhost-afpacket 0.7 / 6.6 ms (vrhost's
 //!   worker shares core 0 with the other work on this host).
@@ -47,11 +54,12 @@
 
 pub(crate) mod dut;
 pub(crate) mod frames;
-mod generator;
+pub(crate) mod generator;
 mod histogram;
 pub(crate) mod measurer;
 pub(crate) mod packet_gen;
 mod sink;
+pub(crate) mod testpmd;
 pub(crate) mod trial;
 mod wheel;
 
@@ -62,7 +70,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use dut::{Cores, LiveLab, Profile, Scale};
+use dut::{Cores, LiveLab, Profile, RxNapi, Scale};
 use trial::{GEN_MAX_PPS, GenKind, TrialSpec};
 
 /// Options of `vrbench trial`.
@@ -92,6 +100,9 @@ pub(crate) struct Args {
     /// --routes (else the VR's side-B host).
     #[arg(long, default_value_t = 1)]
     flows: u32,
+    /// VIFs per VR: 2 carry the traffic; vrhost profiles add idle MAC-demux VIFs on p0.
+    #[arg(long, default_value_t = 2)]
+    vifs: u32,
     /// Frame size on the wire, FCS included (64–1518), or `imix` (64, 570, 1518 in 7:4:1).
     #[arg(long, default_value = "64")]
     frame_size: frames::Size,
@@ -112,6 +123,10 @@ pub(crate) struct Args {
     /// Frames per live-frames flush inside a run (1–256); also the run's page-pool size.
     #[arg(long, default_value_t = generator::DEFAULT_FLUSH)]
     flush: u32,
+    /// Where p0's receive NAPI runs: `auto` is `pinned-fifo` (threaded, pinned to core 0,
+    /// SCHED_FIFO) for the kernel profiles and `inline` (on the generator's core) for vrhost.
+    #[arg(long, value_enum, default_value_t = RxNapi::Auto)]
+    rx_napi: RxNapi,
     /// Lab name [default: trial<pid>].
     #[arg(long)]
     name: Option<String>,
@@ -181,8 +196,10 @@ fn scale_of(args: &Args) -> anyhow::Result<Scale> {
     let s = Scale {
         routes: args.routes,
         flows: args.flows,
+        vifs: args.vifs,
     };
     s.check().map_err(anyhow::Error::msg)?;
+    args.dut.check_vifs(s.vifs).map_err(anyhow::Error::msg)?;
     Ok(s)
 }
 
@@ -192,6 +209,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("vrbench trial needs root: it builds network namespaces and loads BPF programs");
+    }
+    if args.dut == Profile::DpdkTestpmd {
+        testpmd::find()?;
     }
     let bin = if args.dut.is_vrhost() {
         Some(crate::fwd::daemon::find_binary(args.vrhost.as_deref())?)
@@ -221,7 +241,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         args.vrs,
         args.frame_size,
         bin.as_deref(),
-        Cores::default_for_host(),
+        Cores {
+            rx: args.rx_napi,
+            ..Cores::default_for_host()
+        },
         scale,
     )?;
     let result = lab.trial(&spec, &stop).with_context(|| {

@@ -32,6 +32,7 @@ mod inproc;
 mod lab;
 mod live;
 mod measure;
+mod rt;
 mod syncbench;
 
 use clap::{Parser, Subcommand};

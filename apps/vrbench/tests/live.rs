@@ -154,6 +154,117 @@ fn vrhost_afxdp_forwards_every_frame_at_50_kpps() {
     );
 }
 
+/// `--vifs 5` through vrhost: each VR really has five VIFs — its control namespace holds
+/// the taps `a`, `b` and the idle `x2`…`x4` with their own MACs while the trial runs — and
+/// the traffic on the two that carry it all arrives.
+#[test]
+fn vrhost_gives_each_vr_idle_vifs_on_p0() {
+    if !vrhost_lab::require_root("vrbench trial through vrhost with idle VIFs") {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let name = unique("tlf");
+    let child = Command::new(env!("CARGO_BIN_EXE_vrbench"))
+        .args(["trial", "--json", "--name", &name, "--vrhost"])
+        .arg(build_vrhost())
+        .args([
+            "--dut",
+            "vrhost-afxdp",
+            "--vrs",
+            "2",
+            "--vifs",
+            "5",
+            "--rate",
+            "0.05",
+            "--seconds",
+            "3",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn vrbench trial");
+    // While it runs, each VR's control namespace has its VIFs' taps.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        assert!(Instant::now() < deadline, "no control namespaces: {seen:?}");
+        let fresh: Vec<String> = namespaces_of(&name)
+            .into_iter()
+            .filter(|n| n.contains("-c-") && !seen.contains(n))
+            .collect();
+        for ns in fresh {
+            let out = Command::new("ip")
+                .args(["-n", &ns, "-br", "link"])
+                .output()
+                .unwrap();
+            let links = String::from_utf8_lossy(&out.stdout).into_owned();
+            let names: Vec<&str> = links
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .collect();
+            if names.len() < 6 {
+                continue; // Still being made.
+            }
+            for want in ["a", "b", "x2", "x3", "x4"] {
+                assert!(names.contains(&want), "{ns}: {links}");
+            }
+            assert!(links.contains("02:76:73:04:00:0"), "{ns}: {links}");
+            seen.push(ns);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["scale"]["vifs"], 5, "{r:#}");
+    let sent = r["sent"].as_u64().unwrap();
+    assert!(sent >= 135_000, "{r:#}");
+    assert_eq!(
+        (r["received"].as_u64(), r["lost"].as_u64()),
+        (Some(sent), Some(0)),
+        "{r:#}"
+    );
+    assert!(namespaces_of(&name).is_empty(), "lab {name} left behind");
+}
+
+fn on_path(bin: &str) -> bool {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join(bin).is_file())
+}
+
+/// `dpdk-testpmd` (mac forwarding over AF_PACKET vdevs) forwards every frame at 50 kpps
+/// when DPDK is installed; without it the profile is refused before any namespace, naming
+/// the Debian package (CI does not install DPDK, and checks that path).
+#[test]
+fn dpdk_testpmd_forwards_every_frame_or_is_refused_by_name() {
+    if !vrhost_lab::require_root("vrbench trial through dpdk-testpmd") {
+        return;
+    }
+    let args = ["--dut", "dpdk-testpmd", "--rate", "0.05", "--seconds", "1"];
+    // Without the binary on PATH (here: an empty PATH): refused, naming the package.
+    let refused = |path: Option<&str>| {
+        let name = unique("tld");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vrbench"));
+        cmd.args(["trial", "--json", "--name", &name]).args(args);
+        if let Some(p) = path {
+            cmd.env("PATH", p);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success());
+        assert!(stderr.contains("Debian package `dpdk`"), "{stderr}");
+        assert!(namespaces_of(&name).is_empty());
+    };
+    refused(Some("/nonexistent"));
+    if on_path("dpdk-testpmd") {
+        let r = lossless_trial("tld", &args, 50e3);
+        assert_eq!(r["profile"], "dpdk-testpmd");
+    } else {
+        refused(None);
+    }
+}
+
 #[test]
 fn kernel_bridge_splits_the_rate_by_weight_with_imix() {
     if !vrhost_lab::require_root("vrbench trial through veth/bridge VRs") {
@@ -266,7 +377,19 @@ fn routed_and_swept_destinations_arrive_at_50_kpps() {
 #[test]
 fn bad_input_is_refused_before_any_namespace() {
     // No root needed: every one of these fails before the root check.
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["--dut", "dpdk-testpmd", "--rate", "0.05", "--vrs", "2"],
+            "dpdk-testpmd (an L2 cross-connect",
+        ),
+        (
+            &["--dut", "kernel-macvlan", "--rate", "0.05", "--vifs", "4"],
+            "kernel-macvlan gives each VR exactly 2 VIFs",
+        ),
+        (
+            &["--dut", "vrhost-afxdp", "--rate", "0.05", "--vifs", "65"],
+            "2 to 64 VIFs",
+        ),
         (
             &["--dut", "kernel", "--rate", "0.05", "--frame-size", "63"],
             "below 64",

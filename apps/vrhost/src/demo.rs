@@ -38,6 +38,7 @@ pub(crate) fn run(name: &str, socket: &Path, seconds: Option<u64>) -> anyhow::Re
             vrs: vec![0, 1],
             netns_prefix: format!("{name}-vr-"),
             routes: Vec::new(),
+            extra_vifs: 0,
         },
     );
     let cfg = Config::parse("<built-in example>", &text)?;

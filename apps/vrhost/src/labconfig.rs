@@ -25,7 +25,14 @@ pub struct LabConfig<'a> {
     /// Extra IPv4 prefixes every VR routes via its side-B host (vrbench's routes per VR);
     /// usually none.
     pub routes: Vec<String>,
+    /// Idle VIFs per VR besides its two (vrbench's VIFs per VR): MAC-demux VIFs on `p0`
+    /// named `x2`, `x3`, … with MAC `02:76:73:jj:ii:ii` (`j` the VIF's number, `i` the VR's
+    /// index) and `172.16.j.1/24`; no host sends to them. Usually 0.
+    pub extra_vifs: u32,
 }
+
+/// The most VIFs per VR a lab config gives (two plus 62 idle ones).
+pub const MAX_VIFS: u32 = 64;
 
 /// The config text.
 pub fn render(lab: &Lab, o: &LabConfig<'_>) -> String {
@@ -64,6 +71,14 @@ pub fn render(lab: &Lab, o: &LabConfig<'_>) -> String {
                 v.addrs.net6.len
             );
         }
+        for j in 2..2 + o.extra_vifs.min(MAX_VIFS - 2) {
+            let [_, _, hi, lo] = i.to_be_bytes();
+            let _ = writeln!(
+                s,
+                "[[vr.vif]]\nname = \"x{j}\"\nport = {:?}\nmac = \"02:76:73:{j:02x}:{hi:02x}:{lo:02x}\"\naddresses = [\"172.16.{j}.1/24\"]",
+                Side::A.port()
+            );
+        }
         for side in Side::BOTH {
             let v = vr.side(side);
             for host in [v.addrs.host4.to_string(), v.addrs.host6.to_string()] {
@@ -90,7 +105,8 @@ mod tests {
 
     use super::*;
 
-    /// Extra routes go into every VR, via its side-B host, and the config parses.
+    /// Extra routes go into every VR, via its side-B host, idle VIFs on p0 with MACs of their
+    /// own, and the config parses.
     #[test]
     fn extra_routes_are_rendered_per_vr() {
         if !vrhost_lab::require_root("a lab to render a config for") {
@@ -105,6 +121,7 @@ mod tests {
                 vrs: vec![0, 1],
                 netns_prefix: format!("{}-vr-", lab.prefix()),
                 routes: vec!["16.0.0.0/24".into(), "16.0.1.0/24".into()],
+                extra_vifs: 3,
             },
         );
         let cfg = vrhost_control::config::Config::parse("test", &text).unwrap();
@@ -116,6 +133,15 @@ mod tests {
                 .filter(|r| r.prefix.get_ref().starts_with("16."))
                 .collect();
             assert_eq!(ours.len(), 2, "{text}");
+            // Two VIFs of the lab plus three idle ones on p0, each with its own MAC.
+            assert_eq!(vr.vifs.len(), 5, "{text}");
+            let extra: Vec<_> = vr.vifs.iter().skip(2).collect();
+            assert!(extra.iter().all(|v| v.port.get_ref() == "p0"), "{text}");
+            assert_eq!(
+                extra[2].mac.get_ref(),
+                &format!("02:76:73:04:00:{i:02x}"),
+                "{text}"
+            );
             assert!(
                 ours.iter()
                     .all(|r| r.via.as_ref().unwrap().get_ref() == &via)

@@ -60,9 +60,10 @@ pub(crate) struct Daemon {
 }
 
 impl Daemon {
-    /// Start vrhost on `lab` with `backend` (transmitting by `tx`), forwarding `cores`, VRs `0..vrs`, each with
-    /// `routes` (IPv4 prefixes) via its side-B host besides the lab's own; return when its
-    /// control socket answers.
+    /// Start vrhost on `lab` with `backend` (transmitting by `tx`), forwarding `cores`, VRs
+    /// `0..vrs`, each with `routes` (IPv4 prefixes) via its side-B host besides the lab's own
+    /// and `extra_vifs` idle VIFs on `p0` (see `vrhost::labconfig`); return when its control
+    /// socket answers.
     pub(crate) fn start(
         bin: &Path,
         lab: &Lab,
@@ -70,7 +71,7 @@ impl Daemon {
         tx: &str,
         cores: &[usize],
         vrs: u32,
-        routes: &[String],
+        (routes, extra_vifs): (&[String], u32),
     ) -> anyhow::Result<Daemon> {
         let netns_prefix = format!("{}-c-", lab.prefix());
         let text = render(
@@ -81,6 +82,7 @@ impl Daemon {
                 vrs: (0..vrs).collect(),
                 netns_prefix: netns_prefix.clone(),
                 routes: routes.to_vec(),
+                extra_vifs,
             },
         );
         // Every port transmits by `tx` (`auto`, `socket`, `xdp`).

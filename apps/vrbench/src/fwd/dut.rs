@@ -322,6 +322,7 @@ fn pin_rx(lab: &Lab, mark: u32, layout: &Layout) -> anyhow::Result<()> {
         layout.queues as usize,
         &layout.dut_cores,
     )
+    .map(drop)
 }
 
 /// `p0` made ready for live frames (its NAPI on); undone when dropped.
@@ -406,7 +407,7 @@ pub(crate) fn start(
             profile.tx(),
             &layout.dut_cores,
             vrs,
-            &[],
+            (&[], 0),
         )?),
         Profile::VrhostAfpacket | Profile::VrhostAfpacketSocketTx => {
             pass = Some(enable_p0(&t.lab, layout.p0_napi)?);
@@ -417,7 +418,7 @@ pub(crate) fn start(
                 profile.tx(),
                 &layout.dut_cores,
                 vrs,
-                &[],
+                (&[], 0),
             )?)
         }
     };

@@ -24,9 +24,14 @@
 //! queue is required — two concurrent runs could not tell theirs apart, and fail loudly.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use anyhow::{Context, bail};
 use vrhost_lab::Netns;
+
+/// Held from [`watermark`] to [`pin`] by a lab that pins, so that two labs of this process
+/// (tests run in parallel) never make threads of the same interface name at once.
+pub(crate) static PINNING: Mutex<()> = Mutex::new(());
 
 /// NAPI ids of `napi/<ifname>-<id>` kernel threads now, with their pids.
 fn napi_threads(ifname: &str) -> BTreeMap<u32, i32> {
@@ -66,8 +71,13 @@ pub(crate) fn set_threaded(ns: &Netns, ifname: &str, on: bool) -> anyhow::Result
 
 /// Pin the NAPI threads of `ifname` made after `above` — one per rx queue, `queues` of them,
 /// in queue order (NAPI ids are given in queue order) — to `cores[q]`. Waits a moment for
-/// the threads of a NAPI that was just enabled.
-pub(crate) fn pin(ifname: &str, above: u32, queues: usize, cores: &[usize]) -> anyhow::Result<()> {
+/// the threads of a NAPI that was just enabled. Returns the threads' pids, in queue order.
+pub(crate) fn pin(
+    ifname: &str,
+    above: u32,
+    queues: usize,
+    cores: &[usize],
+) -> anyhow::Result<Vec<i32>> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     let threads = loop {
         let t: Vec<(u32, i32)> = napi_threads(ifname)
@@ -101,5 +111,54 @@ pub(crate) fn pin(ifname: &str, above: u32, queues: usize, cores: &[usize]) -> a
                 .with_context(|| format!("pinning NAPI thread {pid} ({ifname}) to core {core}"));
         }
     }
+    Ok(threads.iter().map(|(_, pid)| *pid).collect())
+}
+
+/// Make kernel thread `pid` (a NAPI thread) `SCHED_FIFO` at `priority`.
+///
+/// Why a NAPI thread may need it: veth's rx ring holds 256 frames, which lasts about 250 µs
+/// at 1 Mpps; an ordinary thread that another task on its core keeps off the CPU for one
+/// time slice (ms) loses frames at any rate, and the loss would be charged to the forwarder.
+/// A real-time thread is preempted only by other real-time work — the same footing as the
+/// generator's thread (`live/generator.rs`) and the in-process DUT's worker.
+pub(crate) fn set_fifo(pid: i32, priority: u8) -> anyhow::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: i32::from(priority),
+    };
+    // SAFETY: sched_setscheduler on thread `pid` with a pointer to a live, initialised
+    // sched_param that the kernel only reads; a vanished pid is an error return.
+    if unsafe { libc::sched_setscheduler(pid, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("making NAPI thread {pid} SCHED_FIFO {priority}"));
+    }
     Ok(())
+}
+
+/// The scheduling policy and CPU list of thread `pid` as the kernel reports them (for the
+/// run record and tests): (`SCHED_FIFO` or not with its priority, allowed CPUs).
+pub(crate) fn placement(pid: i32) -> anyhow::Result<(Option<i32>, Vec<usize>)> {
+    // SAFETY: sched_getscheduler on a pid; no pointers.
+    let policy = unsafe { libc::sched_getscheduler(pid) };
+    if policy < 0 {
+        return Err(std::io::Error::last_os_error()).context("sched_getscheduler");
+    }
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_getparam writes one sched_param into a live local.
+    if unsafe { libc::sched_getparam(pid, &mut param) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("sched_getparam");
+    }
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sched_getaffinity writes at most size_of::<cpu_set_t>() bytes into `set`.
+    if unsafe { libc::sched_getaffinity(pid, size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("sched_getaffinity");
+    }
+    let cpus = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: CPU_ISSET reads inside `set` for c < CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect();
+    Ok((
+        (policy == libc::SCHED_FIFO).then_some(param.sched_priority),
+        cpus,
+    ))
 }

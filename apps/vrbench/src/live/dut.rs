@@ -8,14 +8,28 @@
 //! | `kernel` | kernel-plain | Linux's native IP forwarder, one VR |
 //! | `kernel-macvlan` | kernel | a namespace per VR on macvlans (Rathore's set-up) |
 //! | `kernel-bridge` | kernel-bridge | a namespace per VR on veth + bridge (Rathore's earlier one) |
+//! | `dpdk-testpmd` | vrhost, testpmd running | DPDK's testpmd, `mac` mode over AF_PACKET vdevs, one VR (`testpmd.rs`) |
 //! | `none` | vrhost, nothing running | nothing: `p0` drops every frame in XDP — the generator's ceiling |
 //!
-//! One layout for all (the `1q` layout of `vrbench fwd`): single-queue veths, the generator
-//! thread pinned to the last core, vrhost's worker on core 0, `p0`'s receive NAPI inline on
-//! the generator's CPU (so for the kernel profiles all of the forwarding runs there, after
-//! each burst — see `fwd.rs` "Where things run"). For the kernel profiles and AF_PACKET,
-//! `p0` gets a two-instruction `XDP_PASS` program: veth accepts live frames only with its
-//! NAPI on.
+//! One layout for all: single-queue veths, the generator thread pinned to the generator
+//! core, vrhost's worker on the DUT core. For the kernel profiles and AF_PACKET, `p0` gets a
+//! two-instruction `XDP_PASS` program: veth accepts live frames only with its NAPI on.
+//!
+//! **Where `p0`'s receive work runs** ([`RxNapi`]). veth runs `p0`'s NAPI in softirq on the
+//! CPU that sent into it — the generator's (see `fwd/napi.rs`). For the kernel profiles that
+//! NAPI poll *is* the forwarder (XDP_PASS → skb → IP forward, or macvlan/bridge → IP forward
+//! → `p1` → `b0`), so inline placement runs the DUT on the generator's core, each burst
+//! forwarded before the next is made: the generator cannot outrun the DUT and the kernel's
+//! NDR comes out as the pair's joint rate, a lower bound (measured before this change:
+//! "kernel ≥ 1.82–1.94 Mpps", the tester's ceiling with the kernel in the loop). With
+//! `pinned` / `pinned-fifo`, `p0`'s NAPI is threaded (`/sys/class/net/p0/threaded` = 1 in
+//! the router namespace) and its kernel thread `napi/p0-<id>` pinned to the DUT core —
+//! `pinned-fifo` also makes it `SCHED_FIFO` 1, as the generator is, because veth's 256-frame
+//! rx ring does not outlast a time slice another task could take. The generator's core then
+//! only generates. `auto` (the default) is `pinned-fifo` for the kernel profiles and
+//! `inline` for vrhost's: vrhost's worker busy-polls the DUT core as an ordinary thread, and
+//! a NAPI thread beside it would take half of it (`vrbench fwd --layouts 1q-pinned` measures
+//! that placement); so for vrhost the receive copy stays on the generator's core.
 //!
 //! **Routes and flows** ([`Scale`]): the lab's forwarders know only the two hosts' subnets.
 //! For routes per VR, `routes` /24s from `16.0.0.0/24` on are installed in every VR, via its
@@ -35,14 +49,17 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use vrhost::labconfig::MAX_VIFS;
 use vrhost_lab::{Forwarder, Lab, LabSpec, MAX_VRS, Side};
 
 use super::frames::Size;
 use super::generator::Generator;
 use super::sink::Sink;
+use super::testpmd::{self, Testpmd};
 use crate::fwd::bpf::{self, Alu, Insn, Link, Program};
 use crate::fwd::daemon::Daemon;
 use crate::fwd::dut::{Enabled, P0Napi, enable_p0};
+use crate::fwd::napi;
 
 /// A DUT profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
@@ -58,6 +75,8 @@ pub(crate) enum Profile {
     KernelMacvlan,
     /// A namespace per VR on veth pairs and Linux bridges.
     KernelBridge,
+    /// DPDK's testpmd, `mac` forwarding over AF_PACKET vdevs (one VR; needs `dpdk`).
+    DpdkTestpmd,
     /// No DUT: p0 drops every frame (the generator's ceiling; the sink gets nothing).
     None,
 }
@@ -71,6 +90,7 @@ impl Profile {
             Profile::Kernel => "kernel",
             Profile::KernelMacvlan => "kernel-macvlan",
             Profile::KernelBridge => "kernel-bridge",
+            Profile::DpdkTestpmd => "dpdk-testpmd",
             Profile::None => "none",
         }
     }
@@ -78,7 +98,10 @@ impl Profile {
     /// The lab forwarder the profile runs in.
     pub(crate) fn forwarder(self) -> Forwarder {
         match self {
-            Profile::VrhostAfxdp | Profile::VrhostAfpacket | Profile::None => Forwarder::Vrhost,
+            Profile::VrhostAfxdp
+            | Profile::VrhostAfpacket
+            | Profile::DpdkTestpmd
+            | Profile::None => Forwarder::Vrhost,
             Profile::Kernel => Forwarder::KernelPlain,
             Profile::KernelMacvlan => Forwarder::Kernel,
             Profile::KernelBridge => Forwarder::KernelBridge,
@@ -88,6 +111,20 @@ impl Profile {
     /// Whether the profile runs the vrhost daemon.
     pub(crate) fn is_vrhost(self) -> bool {
         matches!(self, Profile::VrhostAfxdp | Profile::VrhostAfpacket)
+    }
+
+    /// Check `vifs` per VR for this profile before anything is built; the error says what
+    /// to change.
+    pub(crate) fn check_vifs(self, vifs: u32) -> Result<(), String> {
+        if vifs != 2 && !self.is_vrhost() {
+            return Err(format!(
+                "--vifs {vifs}: {} gives each VR exactly 2 VIFs (one ingress, one egress \
+                 interface); idle VIFs are added only for vrhost-afxdp, vrhost-afpacket and \
+                 vrhost-inproc",
+                self.name()
+            ));
+        }
+        Ok(())
     }
 
     /// Check `vrs` for this profile before anything is built; the error says what to change.
@@ -101,17 +138,26 @@ impl Profile {
                  use kernel-macvlan or kernel-bridge for several"
             ));
         }
+        if self == Profile::DpdkTestpmd && vrs != 1 {
+            return Err(format!(
+                "--vrs {vrs}: dpdk-testpmd (an L2 cross-connect in `mac` mode, one peer per \
+                 port) holds exactly one VR"
+            ));
+        }
         Ok(())
     }
 }
 
-/// Routes and flows per VR a lab is built with (see the module docs).
+/// Routes, flows and VIFs per VR a lab is built with (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Scale {
     /// Extra /24s per VR, `16.0.0.0/24`, `16.0.1.0/24`, … via the VR's side-B host.
     pub(crate) routes: u32,
     /// Destinations per VR's stream.
     pub(crate) flows: u32,
+    /// VIFs per VR: its two (ingress on `p0`, egress on `p1`) and, for the vrhost profiles,
+    /// `vifs − 2` idle MAC-demux VIFs on `p0` (`vrhost::labconfig`).
+    pub(crate) vifs: u32,
 }
 
 /// The most extra /24s per VR (all of `16.0.0.0/8`).
@@ -125,10 +171,17 @@ impl Scale {
     pub(crate) const ONE: Scale = Scale {
         routes: 0,
         flows: 1,
+        vifs: 2,
     };
 
     /// Check before anything is built; the error says what to change.
     pub(crate) fn check(self) -> Result<(), String> {
+        if !(2..=MAX_VIFS).contains(&self.vifs) {
+            return Err(format!(
+                "--vifs {}: the lab gives a VR 2 to {MAX_VIFS} VIFs",
+                self.vifs
+            ));
+        }
         if self.routes > MAX_ROUTES {
             return Err(format!(
                 "--routes {}: the lab routes at most {MAX_ROUTES} /24s per VR (16.0.0.0/8)",
@@ -190,24 +243,73 @@ fn kernel_routes(lab: &Lab, vrs: u32, prefixes: &[String]) -> anyhow::Result<()>
     Ok(())
 }
 
+/// Where `p0`'s receive NAPI runs (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum RxNapi {
+    /// `pinned-fifo` for the kernel profiles, `inline` for vrhost's.
+    Auto,
+    /// veth's default: in softirq on the generator's CPU, after each burst.
+    Inline,
+    /// Threaded NAPI, its kernel thread pinned to the DUT core (an ordinary task).
+    Pinned,
+    /// Threaded NAPI pinned to the DUT core, `SCHED_FIFO` priority 1.
+    PinnedFifo,
+}
+
+impl RxNapi {
+    /// The placement `self` means for `profile` (`Auto` resolved).
+    pub(crate) fn resolve(self, profile: Profile) -> RxNapi {
+        match (self, profile.forwarder().is_kernel()) {
+            (RxNapi::Auto, true) => RxNapi::PinnedFifo,
+            (RxNapi::Auto, false) => RxNapi::Inline,
+            (other, _) => other,
+        }
+    }
+
+    /// The name on the command line and in results.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            RxNapi::Auto => "auto",
+            RxNapi::Inline => "inline",
+            RxNapi::Pinned => "pinned",
+            RxNapi::PinnedFifo => "pinned-fifo",
+        }
+    }
+}
+
 /// The cores a lab's trials use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Cores {
-    /// The generator thread's core (and, inline after each burst, `p0`'s NAPI).
+    /// The generator thread's core (and, with [`RxNapi::Inline`], `p0`'s NAPI).
     pub(crate) generator: usize,
-    /// vrhost's worker core.
+    /// vrhost's worker core (and, pinned, `p0`'s NAPI thread).
     pub(crate) dut: usize,
+    /// Where `p0`'s receive NAPI runs.
+    pub(crate) rx: RxNapi,
 }
 
 impl Cores {
-    /// Generator on the last core, the DUT on core 0.
+    /// Generator on the last core, the DUT on core 0, `p0`'s NAPI placed by profile.
     pub(crate) fn default_for_host() -> Cores {
         let n = std::thread::available_parallelism().map_or(1, |p| p.get());
         Cores {
             generator: n - 1,
             dut: 0,
+            rx: RxNapi::Auto,
         }
     }
+}
+
+/// `p0`'s NAPI thread as a lab placed it: what the run record says about it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct RxThread {
+    /// `napi/p0-<id>`'s pid.
+    pub(crate) pid: i32,
+    /// The CPUs it may run on, as the kernel reports them after pinning.
+    pub(crate) cpus: Vec<usize>,
+    /// Its `SCHED_FIFO` priority, if real-time.
+    pub(crate) fifo: Option<i32>,
 }
 
 /// A lab with a DUT profile running, the generator and the sink attached.
@@ -218,6 +320,7 @@ pub(crate) struct LiveLab {
     pub(crate) generator: Generator,
     pub(crate) sink: Sink,
     daemon: Option<Daemon>,
+    testpmd: Option<Testpmd>,
     _p0: Option<Enabled>,
     _drop: Option<Link>,
     lab: Lab,
@@ -225,6 +328,7 @@ pub(crate) struct LiveLab {
     vrs: u32,
     cores: Cores,
     scale: Scale,
+    rx_thread: Option<RxThread>,
 }
 
 impl LiveLab {
@@ -242,6 +346,7 @@ impl LiveLab {
     ) -> anyhow::Result<LiveLab> {
         profile.check_vrs(vrs).map_err(anyhow::Error::msg)?;
         scale.check().map_err(anyhow::Error::msg)?;
+        profile.check_vifs(scale.vifs).map_err(anyhow::Error::msg)?;
         let prefixes = scale.prefixes();
         let lab = Lab::up(
             &LabSpec::new(name)
@@ -255,10 +360,27 @@ impl LiveLab {
         let mut generator =
             Generator::load(Some(lab.side(Side::A)), vrs, size).context("loading the generator")?;
         generator.set_flows(scale.dests())?;
+        let cores = Cores {
+            rx: cores.rx.resolve(profile),
+            ..cores
+        };
+        // NAPI ids only grow: `p0`'s thread is the one made above this mark.
+        let _pinning = matches!(cores.rx, RxNapi::Pinned | RxNapi::PinnedFifo)
+            .then(|| napi::PINNING.lock().unwrap_or_else(|e| e.into_inner()));
+        let mark = napi::watermark(Side::A.port());
         let mut p0 = None;
         let mut drop_prog = None;
         let mut daemon = None;
+        let mut testpmd = None;
         match profile {
+            Profile::DpdkTestpmd => {
+                let bin = testpmd::find()?;
+                p0 = Some(enable_p0(&lab, P0Napi::XdpPass)?);
+                testpmd = Some(
+                    Testpmd::start(&bin, &lab, cores.dut, cores.generator)
+                        .context("starting dpdk-testpmd")?,
+                );
+            }
             Profile::Kernel | Profile::KernelMacvlan | Profile::KernelBridge => {
                 p0 = Some(enable_p0(&lab, P0Napi::XdpPass)?);
                 kernel_routes(&lab, vrs, &prefixes)?;
@@ -286,15 +408,38 @@ impl LiveLab {
                     "afpacket"
                 };
                 daemon = Some(
-                    Daemon::start(bin, &lab, backend, "auto", &[cores.dut], vrs, &prefixes)
-                        .with_context(|| format!("starting vrhost ({backend})"))?,
+                    Daemon::start(
+                        bin,
+                        &lab,
+                        backend,
+                        "auto",
+                        &[cores.dut],
+                        vrs,
+                        (&prefixes, scale.vifs - 2),
+                    )
+                    .with_context(|| format!("starting vrhost ({backend})"))?,
                 );
             }
         }
+        // `p0`'s NAPI exists now (an XDP program is attached, by us or by vrhost), so it can
+        // be made threaded; `none` is the generator's ceiling alone and stays inline.
+        let rx_thread = match cores.rx {
+            RxNapi::Pinned | RxNapi::PinnedFifo if profile != Profile::None => {
+                napi::set_threaded(lab.router(), Side::A.port(), true)?;
+                let pid = napi::pin(Side::A.port(), mark, 1, &[cores.dut])?[0];
+                if cores.rx == RxNapi::PinnedFifo {
+                    napi::set_fifo(pid, 1)?;
+                }
+                let (fifo, cpus) = napi::placement(pid)?;
+                Some(RxThread { pid, cpus, fifo })
+            }
+            _ => None,
+        };
         Ok(LiveLab {
             generator,
             sink,
             daemon,
+            testpmd,
             _p0: p0,
             _drop: drop_prog,
             lab,
@@ -302,7 +447,13 @@ impl LiveLab {
             vrs,
             cores,
             scale,
+            rx_thread,
         })
+    }
+
+    /// `p0`'s NAPI thread, when it was made threaded and pinned.
+    pub(crate) fn rx_thread(&self) -> Option<&RxThread> {
+        self.rx_thread.as_ref()
     }
 
     /// The profile.
@@ -315,7 +466,7 @@ impl LiveLab {
         self.vrs
     }
 
-    /// Routes and flows per VR.
+    /// Routes, flows and VIFs per VR.
     pub(crate) fn scale(&self) -> Scale {
         self.scale
     }
@@ -330,11 +481,19 @@ impl LiveLab {
         &self.lab
     }
 
-    /// The vrhost daemon's log, if one runs (for errors).
+    /// The vrhost daemon's (or testpmd's) log, if one runs (for errors).
     pub(crate) fn daemon_log(&self) -> Option<String> {
-        self.daemon.as_ref().map(Daemon::log_text)
+        self.daemon
+            .as_ref()
+            .map(Daemon::log_text)
+            .or_else(|| self.testpmd.as_ref().map(Testpmd::log_text))
     }
 }
+
+/// Unit tests that run traffic through a lab take this, so that two never share the
+/// generator's and the DUT's cores (their trials would lose frames to each other).
+#[cfg(test)]
+pub(crate) static LAB_TRAFFIC: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[cfg(test)]
 mod tests {
@@ -347,6 +506,7 @@ mod tests {
         let s = Scale {
             routes: 2,
             flows: 511,
+            vifs: 2,
         };
         assert!(s.check().is_ok());
         assert_eq!(s.prefixes(), ["16.0.0.0/24", "16.0.1.0/24"]);
@@ -356,13 +516,15 @@ mod tests {
         let wide = Scale {
             routes: 0,
             flows: 1000,
+            vifs: 2,
         };
         assert_eq!(wide.prefixes(), ["16.0.0.0/8"]);
         assert!(Scale { flows: 0, ..wide }.check().is_err());
         assert!(
             Scale {
                 routes: 65_537,
-                flows: 1
+                flows: 1,
+                vifs: 2,
             }
             .check()
             .is_err()
@@ -370,8 +532,107 @@ mod tests {
         let all = Scale {
             routes: 65_536,
             flows: 1,
+            vifs: 2,
         };
         assert_eq!(all.prefixes().last().unwrap(), "16.255.255.0/24");
+        for bad in [0, 1, 65] {
+            let e = Scale { vifs: bad, ..all }.check().unwrap_err();
+            assert!(e.contains("2 to 64 VIFs"), "{e}");
+        }
+        assert!(Scale { vifs: 64, ..all }.check().is_ok());
+        assert!(Profile::VrhostAfpacket.check_vifs(64).is_ok());
+        let e = Profile::KernelBridge.check_vifs(3).unwrap_err();
+        assert!(
+            e.contains("kernel-bridge gives each VR exactly 2 VIFs"),
+            "{e}"
+        );
+        assert!(Profile::Kernel.check_vifs(2).is_ok());
+    }
+
+    /// User + system time of thread `pid`, in clock ticks, and the CPU it last ran on.
+    fn thread_time(pid: i32) -> (u64, usize) {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // Fields after the command (which is in parentheses): state is field 3.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let n = |i: usize| f[i - 3].parse::<u64>().unwrap();
+        (n(14) + n(15), n(39) as usize)
+    }
+
+    /// `auto` placement for the kernel profile: `p0`'s NAPI runs in a kernel thread
+    /// `napi/p0-<id>` pinned to the DUT core, `SCHED_FIFO` 1 — and that thread does the
+    /// forwarding (its CPU time grows during a trial, every frame arrives). `inline`
+    /// makes no thread.
+    #[test]
+    fn kernel_forwarding_runs_in_a_napi_thread_on_the_dut_core() {
+        if !vrhost_lab::require_root("the kernel's NAPI pinned to the DUT core") {
+            return;
+        }
+        let _alone = LAB_TRAFFIC.lock().unwrap_or_else(|e| e.into_inner());
+        let cores = Cores {
+            generator: 1,
+            dut: 0,
+            rx: RxNapi::Auto,
+        };
+        let name = format!("tln{}", std::process::id());
+        let mut lab = LiveLab::up(
+            &name,
+            Profile::Kernel,
+            1,
+            Size::Fixed(64),
+            None,
+            cores,
+            Scale::ONE,
+        )
+        .unwrap();
+        assert_eq!(lab.cores().rx, RxNapi::PinnedFifo);
+        let t = lab.rx_thread().cloned().expect("a NAPI thread");
+        assert_eq!((t.cpus.as_slice(), t.fifo), (&[0][..], Some(1)), "{t:?}");
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", t.pid)).unwrap();
+        assert!(comm.starts_with("napi/p0-"), "{comm}");
+        let (before, _) = thread_time(t.pid);
+        let r = super::super::trial::trial(
+            &mut lab,
+            100e3,
+            &[1.0],
+            Size::Fixed(64),
+            std::time::Duration::from_secs(1),
+        )
+        .unwrap();
+        let (after, cpu) = thread_time(t.pid);
+        assert!(r.sent > 95_000, "{r:?}");
+        assert_eq!((r.received, r.lost), (r.sent, 0), "{r:?}");
+        assert_eq!(r.cores.rx, RxNapi::PinnedFifo);
+        // 100,000 frames forwarded take CPU time of the thread's.
+        assert!(after > before, "NAPI thread time {before} -> {after} ticks");
+        assert_eq!(cpu, 0, "the NAPI thread last ran on CPU {cpu}");
+        drop(lab);
+
+        let mut lab = LiveLab::up(
+            &name,
+            Profile::Kernel,
+            1,
+            Size::Fixed(64),
+            None,
+            Cores {
+                rx: RxNapi::Inline,
+                ..cores
+            },
+            Scale::ONE,
+        )
+        .unwrap();
+        assert!(lab.rx_thread().is_none());
+        let r = super::super::trial::trial(
+            &mut lab,
+            50e3,
+            &[1.0],
+            Size::Fixed(64),
+            std::time::Duration::from_millis(500),
+        )
+        .unwrap();
+        assert_eq!((r.received, r.lost), (r.sent, 0), "{r:?}");
+        drop(lab);
+        assert!(vrhost_lab::Lab::namespaces_of(&name).unwrap().is_empty());
     }
 
     /// The routes really are in every VR's forwarding namespace (kernel-macvlan: one per
@@ -392,6 +653,7 @@ mod tests {
             Scale {
                 routes: 300,
                 flows: 1,
+                vifs: 2,
             },
         )
         .unwrap();

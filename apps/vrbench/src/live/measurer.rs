@@ -97,6 +97,9 @@ mod tests {
         if !vrhost_lab::require_root("Measurer on a lab") {
             return;
         }
+        let _alone = super::super::dut::LAB_TRAFFIC
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let name = format!("tlm{}", std::process::id());
         let mut lab = LiveLab::up(
             &name,

@@ -109,6 +109,9 @@ pub(crate) struct Counts {
 
 /// The sink program (tc `sched_cls`). Maps: `state` [streams] × 64 bytes, `hist` [streams]
 /// × `BUCKETS` u64, `window` [streams] × `WINDOW_WORDS` × {tag, bits}, per-CPU `other` [2].
+/// `bpf_skb_pull_data(skb, len)`.
+const FUNC_SKB_PULL_DATA: i32 = 39;
+
 pub(crate) fn program(
     state: &Map,
     hist: &Map,
@@ -144,6 +147,20 @@ pub(crate) fn program(
         p.push(Insn::atomic_add64(6, field as i16, 1));
     };
     let (data, data_end) = (76, 80); // struct __sk_buff
+    // A frame whose first MIN_BUF bytes are not all in the skb's linear part is pulled
+    // first: AF_PACKET's TPACKET transmit (DPDK's af_packet PMD, the dpdk-testpmd profile)
+    // puts only the Ethernet header there and the rest in page fragments, which direct
+    // packet access cannot see. Packet pointers are reloaded after the call.
+    p.push(Insn::alu_reg(Alu::Mov, 6, 1)); // r6 = ctx
+    p.push(Insn::load(W, 2, 1, data));
+    p.push(Insn::load(W, 3, 1, data_end));
+    p.push(Insn::alu_reg(Alu::Mov, 4, 2));
+    p.push(Insn::alu_imm(Alu::Add, 4, super::frames::MIN_BUF as i32));
+    p.push(Insn::jump_reg(Cond::Le, 4, 3, 3));
+    p.push(Insn::alu_reg(Alu::Mov, 1, 6));
+    p.push(Insn::alu_imm(Alu::Mov, 2, super::frames::MIN_BUF as i32));
+    p.push(Insn::call(FUNC_SKB_PULL_DATA));
+    p.push(Insn::alu_reg(Alu::Mov, 1, 6));
     p.push(Insn::load(W, 2, 1, data));
     p.push(Insn::load(W, 3, 1, data_end));
     p.push(Insn::alu_reg(Alu::Mov, 4, 2));

@@ -29,7 +29,7 @@ use serde::Serialize;
 use vrhost_bench::latency::LatencySummary;
 use vrhost_traffic::Rate;
 
-use super::dut::{LiveLab, Profile, Scale};
+use super::dut::{Cores, LiveLab, Profile, RxNapi, Scale};
 use super::frames::Size;
 use super::generator::{DEFAULT_FLUSH, Sent, auto_interval};
 use super::histogram::Latencies;
@@ -174,6 +174,8 @@ pub(crate) struct TrialResult {
     pub(crate) vrs: u32,
     /// Extra routes and flows per VR the lab was built with.
     pub(crate) scale: Scale,
+    /// The generator's and the DUT's cores, and where `p0`'s receive NAPI ran.
+    pub(crate) cores: Cores,
     /// What was asked.
     pub(crate) spec: TrialSpec,
     /// Traffic time the generator really ran (s).
@@ -320,6 +322,7 @@ impl LiveLab {
             profile: self.profile(),
             vrs: self.vrs(),
             scale: self.scale(),
+            cores: self.cores(),
             spec: spec.clone(),
             elapsed_s: elapsed,
             sent: total,
@@ -373,7 +376,8 @@ impl TrialResult {
             .map_or("unpaced".to_string(), |r| format!("{:.4} Mpps", r / 1e6));
         let _ = writeln!(
             s,
-            "{} · {} VR(s) · frame size {} · asked {asked} for {:.2} s ({} generator)",
+            "{} · {} VR(s) · frame size {} · asked {asked} for {:.2} s ({} generator on core \
+             {}; p0 rx NAPI {}{})",
             self.profile.name(),
             self.vrs,
             self.spec.frame_size,
@@ -381,6 +385,12 @@ impl TrialResult {
             match self.spec.generator {
                 GenKind::LiveFrames => "XDP live-frames",
                 GenKind::Afpacket => "AF_PACKET",
+            },
+            self.cores.generator,
+            self.cores.rx.name(),
+            match self.cores.rx {
+                RxNapi::Inline | RxNapi::Auto => String::new(),
+                RxNapi::Pinned | RxNapi::PinnedFifo => format!(" on core {}", self.cores.dut),
             }
         );
         let _ = writeln!(

@@ -44,6 +44,7 @@ pub fn config(lab: &Lab, backend: &str, vrs: &[u32]) -> String {
             vrs: vrs.to_vec(),
             netns_prefix: format!("{}-vr-", lab.prefix()),
             routes: Vec::new(),
+            extra_vifs: 0,
         },
     )
 }
