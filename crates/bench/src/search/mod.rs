@@ -142,27 +142,79 @@ fn check_shortfall<E: std::error::Error + 'static>(s: Option<f64>) -> Result<(),
     }
 }
 
-/// Run one trial and check it answers the question asked.
+/// Times a trial whose generator fell short is run again before the search gives up.
+pub const SHORTFALL_RETRIES: u32 = 2;
+
+/// Run one trial and check it answers the question asked. A trial whose generator fell
+/// short of the load (the OS took its core for a moment: on a shared host that happens
+/// now and then, and says nothing about the DUT) is run again, up to
+/// [`SHORTFALL_RETRIES`] times; a generator that keeps falling short stops the search.
 fn run_trial<M: Measurer + ?Sized>(
     m: &mut M,
     load: f64,
     duration: Duration,
     max_shortfall: Option<f64>,
 ) -> Result<Trial, SearchError<M::Error>> {
-    let t = m
-        .trial(load, duration)
-        .map_err(|source| SearchError::Measurer {
-            load,
-            duration,
-            source,
-        })?;
-    t.validate(load, duration, max_shortfall)?;
-    Ok(t)
+    let mut tries = 0;
+    loop {
+        let t = m
+            .trial(load, duration)
+            .map_err(|source| SearchError::Measurer {
+                load,
+                duration,
+                source,
+            })?;
+        match t.validate(load, duration, max_shortfall) {
+            Ok(()) => return Ok(t),
+            Err(crate::trial::TrialError::Shortfall { .. }) if tries < SHORTFALL_RETRIES => {
+                tries += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Falls short of the load on its first `short` trials, then sends it all.
+    struct Starved {
+        short: u32,
+        trials: u32,
+    }
+
+    impl Measurer for Starved {
+        type Error = std::io::Error;
+        fn trial(&mut self, load: f64, d: Duration) -> Result<Trial, Self::Error> {
+            self.trials += 1;
+            let full = (load * d.as_secs_f64()) as u64;
+            let sent = if self.trials <= self.short {
+                full / 2
+            } else {
+                full
+            };
+            Ok(Trial::new(load, d, sent, sent))
+        }
+    }
+
+    #[test]
+    fn a_starved_trial_is_run_again_and_a_generator_that_stays_short_stops_the_search() {
+        let d = Duration::from_secs(1);
+        let mut m = Starved {
+            short: 2,
+            trials: 0,
+        };
+        let t = run_trial(&mut m, 1000.0, d, Some(0.01)).unwrap();
+        assert_eq!((t.sent, m.trials), (1000, 3));
+        let mut m = Starved {
+            short: 3,
+            trials: 0,
+        };
+        let e = run_trial(&mut m, 1000.0, d, Some(0.01)).unwrap_err();
+        assert!(e.to_string().contains("500 frames"), "{e}");
+        assert_eq!(m.trials, 1 + SHORTFALL_RETRIES);
+    }
 
     #[test]
     fn resolution() {
