@@ -17,6 +17,20 @@ fn lab(vrs: u32, overlapping: bool) -> Option<Lab> {
         .then(|| Lab::up(&LabSpec::unique("e2e").vrs(vrs).overlapping(overlapping)).unwrap())
 }
 
+/// Through VR 0: pings to the far host (v4, v6) and to the VR's own address (punted to its
+/// namespace's kernel through the tap, answered, the reply injected back out of the port),
+/// and a TCP transfer.
+fn ping_punt_and_tcp(lab: &Lab) {
+    let vr = lab.vr(0);
+    let (b4, b6) = (vr.b.addrs.host4.to_string(), vr.b.addrs.host6.to_string());
+    assert_eq!(ping(lab, 0, &b4, 5, "0.05"), (5, 5), "IPv4 through the VR");
+    assert_eq!(ping(lab, 0, &b6, 5, "0.05"), (5, 5), "IPv6 through the VR");
+    let gw = vr.a.addrs.gw4.to_string();
+    assert_eq!(ping(lab, 0, &gw, 3, "0.05"), (3, 3), "the VR's own address");
+    let bytes = iperf(lab, 0, 2);
+    assert!(bytes > 1_000_000, "iperf3 moved only {bytes} bytes");
+}
+
 /// Ping (v4, v6, the gateway through the punt path) and a TCP transfer through one VR.
 fn forwards(backend: &str) {
     let Some(lab) = lab(1, false) else { return };
@@ -29,20 +43,7 @@ fn forwards(backend: &str) {
             p["backend"]
         );
     }
-    let vr = lab.vr(0);
-    let (b4, b6) = (vr.b.addrs.host4.to_string(), vr.b.addrs.host6.to_string());
-    assert_eq!(ping(&lab, 0, &b4, 5, "0.05"), (5, 5), "IPv4 through the VR");
-    assert_eq!(ping(&lab, 0, &b6, 5, "0.05"), (5, 5), "IPv6 through the VR");
-    // The VR's own address: punted to its namespace's kernel through the tap, answered,
-    // and the reply injected back out of the port.
-    let gw = vr.a.addrs.gw4.to_string();
-    assert_eq!(
-        ping(&lab, 0, &gw, 3, "0.05"),
-        (3, 3),
-        "the VR's own address"
-    );
-    let bytes = iperf(&lab, 0, 2);
-    assert!(bytes > 1_000_000, "iperf3 moved only {bytes} bytes");
+    ping_punt_and_tcp(&lab);
     let s = d.vr("vr0");
     assert!(s["tx_packets"].as_u64().unwrap() > 1000, "{s}");
     assert!(s["punted"].as_u64().unwrap() >= 3, "{s}");
@@ -92,18 +93,7 @@ fn forwards_by_xdp_transmit(backend: &str) {
     let Some(lab) = lab(1, false) else { return };
     sides_take_xdp_transmit(&lab);
     let d = Daemon::start(&lab, &with_xdp_tx(&config(&lab, backend, &[0])));
-    let vr = lab.vr(0);
-    let (b4, b6) = (vr.b.addrs.host4.to_string(), vr.b.addrs.host6.to_string());
-    assert_eq!(ping(&lab, 0, &b4, 5, "0.05"), (5, 5), "IPv4 through the VR");
-    assert_eq!(ping(&lab, 0, &b6, 5, "0.05"), (5, 5), "IPv6 through the VR");
-    let gw = vr.a.addrs.gw4.to_string();
-    assert_eq!(
-        ping(&lab, 0, &gw, 3, "0.05"),
-        (3, 3),
-        "the VR's own address"
-    );
-    let bytes = iperf(&lab, 0, 2);
-    assert!(bytes > 1_000_000, "iperf3 moved only {bytes} bytes");
+    ping_punt_and_tcp(&lab);
     // Light polls' few frames go by the socket, loaded ones by XDP transmit: TCP's bursts
     // towards side B fill some polls well past the 32 frames that takes.
     let st = d.status();

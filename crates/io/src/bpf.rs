@@ -748,18 +748,7 @@ impl Program {
         repeat: u32,
         batch: u32,
     ) -> io::Result<()> {
-        // `data_end` is the frame's linear length, which live mode requires to be the
-        // whole frame.
-        let ctx = [0, frame.len() as u32, 0, ifindex, queue, 0];
-        self.run(
-            frame,
-            Some(&ctx),
-            None,
-            repeat,
-            batch,
-            BPF_F_TEST_XDP_LIVE_FRAMES,
-        )
-        .map(drop)
+        self.run_live_meta(frame, 0, ifindex, queue, repeat, batch)
     }
 
     /// [`Program::run_live`] on a template whose first `meta` bytes (a multiple of 4, at
@@ -776,6 +765,8 @@ impl Program {
         repeat: u32,
         batch: u32,
     ) -> io::Result<()> {
+        // `data_end` is the template's linear length, which live mode requires to be the
+        // whole of it; `data` is where the frame starts after the metadata.
         let ctx = [meta, template.len() as u32, 0, ifindex, queue, 0];
         self.run(
             template,

@@ -44,12 +44,7 @@ const NLA_TYPE_MASK: u16 = 0x3fff;
 /// thread's network namespace.
 pub fn xdp_features(ifindex: u32) -> io::Result<u64> {
     let sock = Genl::open()?;
-    let family = sock.request(
-        GENL_ID_CTRL,
-        CTRL_CMD_GETFAMILY,
-        CTRL_ATTR_FAMILY_NAME,
-        b"netdev\0",
-    )?;
+    let family = sock.netdev_family()?;
     let id = attr(&family, CTRL_ATTR_FAMILY_ID)
         .and_then(|v| v.get(..2))
         .map(|v| u16::from_ne_bytes([v[0], v[1]]))
@@ -77,12 +72,7 @@ impl Watch {
     /// Join the notifications.
     pub fn open() -> io::Result<Watch> {
         let sock = Genl::open()?;
-        let family = sock.request(
-            GENL_ID_CTRL,
-            CTRL_CMD_GETFAMILY,
-            CTRL_ATTR_FAMILY_NAME,
-            b"netdev\0",
-        )?;
+        let family = sock.netdev_family()?;
         let groups = attr(&family, CTRL_ATTR_MCAST_GROUPS)
             .ok_or_else(|| io::Error::other("netdev: no multicast groups"))?;
         let mut id = None;
@@ -167,6 +157,17 @@ impl Genl {
         }
         // SAFETY: a descriptor socket(2) just returned, owned by nobody else.
         Ok(Genl(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// The generic netlink controller's answer about the `netdev` family (its attributes:
+    /// id, multicast groups, …).
+    fn netdev_family(&self) -> io::Result<Vec<u8>> {
+        self.request(
+            GENL_ID_CTRL,
+            CTRL_CMD_GETFAMILY,
+            CTRL_ATTR_FAMILY_NAME,
+            b"netdev\0",
+        )
     }
 
     /// Send one request (`cmd` to family `ty` with one attribute) and return the reply's

@@ -171,14 +171,7 @@ impl XdpTx {
     /// must be used from a thread in that namespace too). Refused, with the reason, when
     /// the device does not advertise XDP transmit.
     pub fn open(ifname: &str) -> Result<XdpTx, XdpTxError> {
-        let io = |what| {
-            let ifname = ifname.to_string();
-            move |source| XdpTxError::Io {
-                ifname,
-                what,
-                source,
-            }
-        };
+        let io = |what| io_error(ifname, what);
         let ifindex = bpf::ifindex(ifname).map_err(io("interface"))?;
         let (ok, features) = usable(ifindex).map_err(io("xdp-features"))?;
         if !ok {
@@ -194,14 +187,7 @@ impl XdpTx {
     /// that check it themselves, as [`crate::txpath`] does): frames sent while it does
     /// not are lost without a trace.
     pub fn open_unchecked(ifname: &str) -> Result<XdpTx, XdpTxError> {
-        let io = |what| {
-            let ifname = ifname.to_string();
-            move |source| XdpTxError::Io {
-                ifname,
-                what,
-                source,
-            }
-        };
+        let io = |what| io_error(ifname, what);
         let ifindex = bpf::ifindex(ifname).map_err(io("interface"))?;
         let map = queue_map().map_err(io("queue map"))?;
         let shared = Shared::get(&map).map_err(|e| match e {
@@ -290,6 +276,16 @@ impl XdpTx {
         XdpTxCounters::add(&c.refused, refused);
         XdpTxCounters::add(&c.frames, u64::from(done) - refused.min(u64::from(done)));
         self.queued = 0;
+    }
+}
+
+/// An [`XdpTxError::Io`] for step `what` on `ifname`, from the kernel's answer.
+fn io_error(ifname: &str, what: &'static str) -> impl FnOnce(io::Error) -> XdpTxError {
+    let ifname = ifname.to_string();
+    move |source| XdpTxError::Io {
+        ifname,
+        what,
+        source,
     }
 }
 
