@@ -1,7 +1,10 @@
 //! Opening a configured port with its backend, and the queues the workers get from it.
 //!
 //! Each queue's transmit side goes through `vrhost_io::txpath` unless `tx = "socket"`: the
-//! device's XDP transmit while the device takes it, else the socket's own.
+//! device's XDP transmit while the device takes it, else the socket's own. `tx = "auto"`
+//! (the default) does that on AF_XDP ports attached in driver mode with copy-mode sockets
+//! (veth, and NICs without zero-copy) and keeps the socket's transmit elsewhere (see
+//! `OpenPort::open`).
 //!
 //! `backend = "auto"` tries AF_XDP first (native attach, then generic; zero-copy bind, then
 //! copy) and falls back to AF_PACKET when XDP cannot be used on the interface, saying so in
@@ -99,12 +102,16 @@ impl OpenPort {
                 }
             },
         };
-        // A zero-copy AF_XDP socket transmits from the pool with no copy and no skb: XDP
-        // transmit (a copy into its map) would only cost more, so `auto` keeps the socket.
+        // What `auto` means for this port. XDP transmit only where vrhost's own program is
+        // attached in driver mode and the socket copies: a zero-copy socket transmits from
+        // the pool with no copy and no skb (XDP transmit would only cost more), and a NIC
+        // driver allocates its XDP transmit rings only while an XDP program is attached in
+        // driver mode — some advertise `ndo_xdp_xmit` without one and then drop what they
+        // are given (ixgbe answers ENXIO). So an AF_PACKET port, or an AF_XDP port attached
+        // in generic mode, transmits by XDP only when asked (`tx = "xdp"`).
         let tx = match &sock {
-            Sock::Xdp(p) if tx == TxChoice::Auto && p.mode().1 == BindMode::ZeroCopy => {
-                TxChoice::Socket
-            }
+            Sock::Xdp(p) if p.mode() == (AttachMode::Native, BindMode::Copy) => tx,
+            _ if tx == TxChoice::Auto => TxChoice::Socket,
             _ => tx,
         };
         let port = OpenPort {

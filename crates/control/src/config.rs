@@ -96,8 +96,11 @@ pub enum XdpMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TxSpec {
-    /// The device's XDP transmit where it takes it (checked again every second), else the
-    /// socket's own; a zero-copy AF_XDP socket keeps its own (it copies nothing).
+    /// On an AF_XDP port attached in driver mode with copy-mode sockets (veth, NICs
+    /// without zero-copy): the device's XDP transmit while it takes it (checked again on
+    /// device changes and every second), else the socket's own. Elsewhere the socket's own:
+    /// a zero-copy socket copies nothing, and a NIC may advertise XDP transmit yet drop
+    /// what it is given while no XDP program is attached in driver mode.
     #[default]
     Auto,
     /// The socket's own transmit (AF_XDP tx ring, AF_PACKET `sendmmsg`).
@@ -276,8 +279,9 @@ pub struct PortSpec {
     /// (`ndo_xdp_xmit`) a batch per system call with no skb per frame — on veth and other
     /// copy-mode devices several times cheaper per frame than the socket's own transmit;
     /// `socket` keeps the AF_XDP tx ring or AF_PACKET's `sendmmsg`; `auto` uses XDP
-    /// transmit while the device takes it (a veth only while its peer has an XDP program
-    /// or GRO on). See `vrhost_io::xdptx`.
+    /// transmit on copy-mode AF_XDP ports attached in driver mode while the device takes
+    /// it (a veth only while its peer has an XDP program or GRO on). See
+    /// `vrhost_io::xdptx`.
     #[serde(default)]
     pub tx: TxSpec,
 }

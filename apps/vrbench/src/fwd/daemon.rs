@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 use vrhost::labconfig::{LabConfig, render};
-use vrhost_lab::{Lab, Netns};
+use vrhost_lab::{Lab, Netns, Side};
 
 /// Where the `vrhost` binary is: `--vrhost`, else `$VRHOST_BIN`, else next to this
 /// executable (`target/<profile>/vrhost` when both were built by cargo), else `$PATH`.
@@ -60,7 +60,7 @@ pub(crate) struct Daemon {
 }
 
 impl Daemon {
-    /// Start vrhost on `lab` with `backend` (transmitting by `tx`), forwarding `cores`, VRs
+    /// Start vrhost on `lab` with `backend` (`p1` transmitting by `tx`), forwarding `cores`, VRs
     /// `0..vrs`, each with `routes` (IPv4 prefixes) via its side-B host besides the lab's own
     /// and `extra_vifs` idle VIFs on `p0` (see `vrhost::labconfig`); return when its control
     /// socket answers.
@@ -85,11 +85,13 @@ impl Daemon {
                 extra_vifs,
             },
         );
-        // Every port transmits by `tx` (`auto`, `socket`, `xdp`).
-        let text = text.replace(
-            &format!("backend = {backend:?}\n"),
-            &format!("backend = {backend:?}\ntx = {tx:?}\n"),
-        );
+        // The forwarding direction's egress, p1, transmits by `tx` (`auto`, `socket`,
+        // `xdp`); p0 (a few replies to the generator's side, whose a0 runs no NAPI) keeps
+        // the default.
+        let p1 = Side::B.port();
+        let block = format!("name = {p1:?}\ninterface = {p1:?}\nbackend = {backend:?}\n");
+        anyhow::ensure!(text.contains(&block), "no port {p1} in the rendered config");
+        let text = text.replace(&block, &format!("{block}tx = {tx:?}\n"));
         let base = std::env::temp_dir().join(format!("vrbench-fwd-{}", lab.prefix()));
         let config = base.with_extension("toml");
         let socket = base.with_extension("sock");

@@ -85,10 +85,13 @@ impl Profile {
         }
     }
 
-    /// vrhost's `[[port]] tx` for the profile.
-    pub(crate) fn tx(self) -> &'static str {
-        match self {
-            Profile::VrhostAfxdpSocketTx | Profile::VrhostAfpacketSocketTx => "socket",
+    /// vrhost's `[[port]] tx` for the profile with the sink's end receiving `sink`: XDP
+    /// transmit where `p1`'s peer can take it (`auto` chooses it by itself on AF_XDP
+    /// ports; AF_PACKET ports use it only when asked).
+    pub(crate) fn tx(self, sink: SinkNapi) -> &'static str {
+        match (self, sink) {
+            (Profile::VrhostAfxdpSocketTx | Profile::VrhostAfpacketSocketTx, _) => "socket",
+            (Profile::VrhostAfpacket, SinkNapi::Gro) => "xdp",
             _ => "auto",
         }
     }
@@ -404,7 +407,7 @@ pub(crate) fn start(
             bin,
             &t.lab,
             "afxdp",
-            profile.tx(),
+            profile.tx(layout.sink_napi),
             &layout.dut_cores,
             vrs,
             (&[], 0),
@@ -415,7 +418,7 @@ pub(crate) fn start(
                 bin,
                 &t.lab,
                 "afpacket",
-                profile.tx(),
+                profile.tx(layout.sink_napi),
                 &layout.dut_cores,
                 vrs,
                 (&[], 0),
