@@ -166,6 +166,12 @@ impl Daemon {
                 rx[w].push((port_ids[i], r));
                 tx[w].push(t);
             }
+            // The transmit path each queue took (`tx = auto` decides per device).
+            info!(
+                "port {} transmits: {}",
+                cfg.ports[i].name.get_ref(),
+                p.describe()
+            );
         }
         let mut control = ControlPlane::new(dp.clone(), &cfg.control.netns_prefix);
         // Netlink sync threads stay off the workers' cores when there are others.
