@@ -525,11 +525,25 @@ mod tests {
                 "{mpps} Mpps: sent {} of {want}",
                 t.sent
             );
-            assert_eq!(t.received, t.sent, "{mpps} Mpps: loss far below capacity");
+            // Far below the DUT's capacity nearly everything arrives; not exactly all: the
+            // test harness runs other tests beside this one on the two cores, and a DUT
+            // worker held off its core for a moment overflows its ring (a CI run lost
+            // 0.45 % at 2 Mpps that way).
+            let delivered =
+                |received: u64, sent: u64| received <= sent && received * 100 >= sent * 99;
+            assert!(
+                delivered(t.received, t.sent),
+                "{mpps} Mpps: received {} of {} far below capacity",
+                t.received,
+                t.sent
+            );
             for (vr, (sent, received)) in dut.per_vr().into_iter().enumerate() {
                 let r = sent as f64 / (want / 2.0);
                 assert!((r - 1.0).abs() <= 0.01, "{mpps} Mpps, VR {vr}: sent {sent}");
-                assert_eq!(received, sent, "{mpps} Mpps, VR {vr}");
+                assert!(
+                    delivered(received, sent),
+                    "{mpps} Mpps, VR {vr}: received {received} of {sent}"
+                );
             }
             let s = dut.last.as_ref().unwrap();
             assert_eq!((s.unsigned, s.unknown_stream), (0, 0));
