@@ -169,11 +169,7 @@ impl OpenPort {
             }
             Sock::Packet(_) => "afpacket".into(),
         };
-        let xdp = self
-            .tx_paths
-            .iter()
-            .filter(|s| s.xdp.load(Ordering::Relaxed))
-            .count();
+        let xdp = self.xdp_queues();
         match (self.tx, self.tx_paths.len()) {
             (TxChoice::Socket, _) => format!("{sock}, tx socket"),
             (_, 0) => format!("{sock}, tx {}", self.tx_name()),
@@ -181,6 +177,14 @@ impl OpenPort {
             (_, _) if xdp == 0 => format!("{sock}, tx socket (device takes no XDP transmit now)"),
             (_, n) => format!("{sock}, tx xdp on {xdp} of {n} queues"),
         }
+    }
+
+    /// Queues transmitting by XDP now.
+    fn xdp_queues(&self) -> usize {
+        self.tx_paths
+            .iter()
+            .filter(|s| s.xdp.load(Ordering::Relaxed))
+            .count()
     }
 
     fn tx_name(&self) -> &'static str {
@@ -201,12 +205,12 @@ impl OpenPort {
         json!({
             "socket": sock,
             "tx": self.tx_name(),
-            "xdp_tx_queues": self.tx_paths.iter().filter(|s| s.xdp.load(Ordering::Relaxed)).count(),
-            "xdp_tx_frames": sum(|s| s.xdp_counters.frames.load(Ordering::Relaxed)),
-            "xdp_tx_runs": sum(|s| s.xdp_counters.runs.load(Ordering::Relaxed)),
-            "xdp_tx_refused": sum(|s| s.xdp_counters.refused.load(Ordering::Relaxed)),
-            "xdp_tx_failed": sum(|s| s.xdp_counters.failed.load(Ordering::Relaxed)),
-            "xdp_tx_switches": sum(|s| s.switches.load(Ordering::Relaxed)),
+            "xdp_tx_queues": self.xdp_queues(),
+            "xdp_tx_frames": sum(|s| s.xdp_counters.frames.get()),
+            "xdp_tx_runs": sum(|s| s.xdp_counters.runs.get()),
+            "xdp_tx_refused": sum(|s| s.xdp_counters.refused.get()),
+            "xdp_tx_failed": sum(|s| s.xdp_counters.failed.get()),
+            "xdp_tx_switches": sum(|s| s.switches.get()),
         })
     }
 }

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use vrhost_dataplane::counters::Counter;
 use vrhost_dataplane::port::{Fence, TxQueue};
 use vrhost_dataplane::{PktVec, Pool, VECTOR};
 
@@ -62,7 +63,7 @@ pub struct TxPathState {
     /// Whether frames go by XDP transmit now.
     pub xdp: AtomicBool,
     /// Times the queue moved between paths.
-    pub switches: AtomicU64,
+    pub switches: Counter,
     /// XDP transmit's counters (zero while it was never used).
     pub xdp_counters: Arc<XdpTxCounters>,
 }
@@ -111,22 +112,35 @@ impl TxPath {
         if choice == TxChoice::Socket {
             return Ok((socket, None));
         }
-        let xdp = match XdpTx::open(ifname) {
+        // Under `auto` a device that does not take XDP transmit now gets the queue all the
+        // same, on the socket's path: it may take it later.
+        let xdp = match XdpTx::open_unchecked(ifname) {
             Ok(x) => x,
-            // Not advertised now: under `auto`, keep checking; the device may take it later.
-            Err(XdpTxError::NoXmit { .. }) if choice == TxChoice::Auto => {
-                match XdpTx::open_unchecked(ifname) {
-                    Ok(x) => x,
-                    Err(e) => return Err((socket, e)),
-                }
-            }
             Err(e) => return Err((socket, e)),
         };
         let ifindex = xdp.ifindex();
-        let using_xdp = xdptx::usable(ifindex).is_ok_and(|(ok, _)| ok);
+        let (using_xdp, features) = match xdptx::usable(ifindex) {
+            Ok(u) => u,
+            Err(source) => {
+                let what = "xdp-features";
+                let ifname = ifname.into();
+                return Err((
+                    socket,
+                    XdpTxError::Io {
+                        ifname,
+                        what,
+                        source,
+                    },
+                ));
+            }
+        };
+        if choice == TxChoice::Xdp && !using_xdp {
+            let ifname = ifname.into();
+            return Err((socket, XdpTxError::NoXmit { ifname, features }));
+        }
         let state = Arc::new(TxPathState {
             xdp: AtomicBool::new(using_xdp),
-            switches: AtomicU64::new(0),
+            switches: Counter::default(),
             xdp_counters: xdp.counters(),
         });
         let q = TxPath {
@@ -162,7 +176,7 @@ impl TxPath {
         }
         self.using_xdp = ok;
         self.state.xdp.store(ok, Ordering::Relaxed);
-        self.state.switches.fetch_add(1, Ordering::Relaxed);
+        self.state.switches.add(1);
     }
 }
 

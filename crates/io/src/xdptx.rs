@@ -55,13 +55,13 @@
 //! Physical NICs with native XDP have it. **A veth has it only while its peer has an XDP
 //! program attached or GRO on** (the peer must run a NAPI that takes the frames); `ethtool
 //! -K PEER gro on` gives it. [`XdpTx::open`] checks and refuses with the reason; a peer that
-//! loses it later makes the frames vanish, which [`XdpTx::usable`] re-checks for callers
-//! that poll it.
+//! loses it later makes the frames vanish, which [`usable`] re-checks for callers that poll
+//! it ([`crate::txpath`] does).
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use vrhost_dataplane::counters::Counter;
 use vrhost_dataplane::port::TxQueue;
 use vrhost_dataplane::{MAX_FRAME, PktVec, Pool};
 
@@ -92,19 +92,13 @@ const TEMPLATE_LEN: usize = META_LEN + 64;
 #[derive(Debug, Default)]
 pub struct XdpTxCounters {
     /// Frames handed to the device's XDP transmit.
-    pub frames: AtomicU64,
+    pub frames: Counter,
     /// `BPF_PROG_RUN` calls.
-    pub runs: AtomicU64,
+    pub runs: Counter,
     /// Frames the program refused (a length outside 14..=`MAX_FRAME`; should stay 0).
-    pub refused: AtomicU64,
-    /// Frames lost because a run failed (the error is logged once per port by callers).
-    pub failed: AtomicU64,
-}
-
-impl XdpTxCounters {
-    fn add(c: &AtomicU64, n: u64) {
-        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    }
+    pub refused: Counter,
+    /// Frames lost because a run failed or kept ending early (shown by `ctl status`).
+    pub failed: Counter,
 }
 
 /// Why XDP transmit cannot be used on an interface.
@@ -244,14 +238,15 @@ impl XdpTx {
         if n == 0 {
             return;
         }
-        self.map.entry(0).fill(0);
+        // The control word (next index, refused); the rest of entry 0 is unused.
+        self.map.entry(0)[..8].fill(0);
         let c = &self.counters;
         // A signal may end the call early: the program's index says how far it got, and
         // the rest goes in another call from there.
         let mut done = 0;
         let mut tries = 0;
         while done < n {
-            XdpTxCounters::add(&c.runs, 1);
+            c.runs.add(1);
             let r = self.shared.prog.run_live_meta(
                 &self.template,
                 META_LEN as u32,
@@ -272,9 +267,9 @@ impl XdpTx {
             }
         }
         let refused = u64::from(read_u32(self.map.entry(0), 4));
-        XdpTxCounters::add(&c.failed, u64::from(n - done));
-        XdpTxCounters::add(&c.refused, refused);
-        XdpTxCounters::add(&c.frames, u64::from(done) - refused.min(u64::from(done)));
+        c.failed.add(u64::from(n - done));
+        c.refused.add(refused);
+        c.frames.add(u64::from(done) - refused.min(u64::from(done)));
         self.queued = 0;
     }
 }

@@ -102,7 +102,7 @@ fn frames_leave_byte_for_byte_in_order_and_a_runt_is_counted() {
         })
         .unwrap();
     assert_eq!(pool.available(), before, "every slot back in the pool");
-    let c = |x: &std::sync::atomic::AtomicU64| x.load(std::sync::atomic::Ordering::Relaxed);
+    let c = |x: &vrhost_dataplane::counters::Counter| x.get();
     assert_eq!(c(&counters.frames), n as u64);
     assert_eq!(c(&counters.refused), 1);
     assert_eq!(c(&counters.failed), 0);
@@ -181,7 +181,7 @@ fn the_queue_picks_its_path_per_flush_and_follows_the_device() {
         .unwrap_or_else(|(_, e)| panic!("{e}"));
     let state = state.expect("a path, not the bare socket");
     assert!(state.xdp.load(Relaxed));
-    let xdp_frames = || state.xdp_counters.frames.load(Relaxed);
+    let xdp_frames = || state.xdp_counters.frames.get();
     // The worker's thread is in the port's namespace; so is this one for the runs.
     b.run(|| {
         send(&mut tx, XDP_MIN_FRAMES - 1);
@@ -216,7 +216,7 @@ fn the_queue_picks_its_path_per_flush_and_follows_the_device() {
         assert_eq!(xdp_frames(), before, "on the socket now");
     })
     .unwrap();
-    assert_eq!(state.switches.load(Relaxed), 1);
+    assert_eq!(state.switches.get(), 1);
     let got = wait_for(&cap, sent.len());
     let seqs = |v: &[Vec<u8>]| -> Vec<u32> {
         v.iter()
