@@ -8,7 +8,7 @@
 //!
 //! One thread pinned to one CPU sends 60-byte frames (64 on the wire with the FCS) in
 //! bursts of 256 on one end of a veth pair, rounds alternating between the modes (5 rounds
-//! //! of 2 s each; `AFPACKET_BENCH_ROUNDS` and `AFPACKET_BENCH_SECS` change that). The far end
+//! of 2 s each; `AFPACKET_BENCH_ROUNDS` and `AFPACKET_BENCH_SECS` change that). The far end
 //! has an XDP program returning `XDP_PASS` (what lets a veth take XDP-transmitted frames;
 //! it is there for every path, so each pays the same far-end work) and no listener: its
 //! kernel drops the frames (unknown EtherType) in the softirq that the send itself runs on
@@ -24,7 +24,6 @@ use afpacket_util::*;
 use vrhost_dataplane::port::TxQueue;
 use vrhost_dataplane::{PktVec, Pool, VECTOR};
 use vrhost_io::afpacket::{PacketOptions, PacketPort, TxMode};
-use vrhost_io::bpf::{self, Alu, Insn, Link, Program};
 use vrhost_io::xdptx::XdpTx;
 use vrhost_lab::{Netns, require_root};
 
@@ -89,17 +88,7 @@ enum Path {
 
 fn round(path: Path, secs: u64) -> Round {
     let p = pair(1);
-    let _pass =
-        p.b.run(|| {
-            let prog = Program::load_xdp(
-                &[Insn::alu_imm(Alu::Mov, 0, bpf::XDP_PASS), Insn::exit()],
-                "bench_pass",
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
-            let link = Link::attach_xdp(&prog, bpf::ifindex("pb").unwrap(), false).unwrap();
-            (prog, link)
-        })
-        .unwrap();
+    let _pass = pass_program(&p.b, "pb");
     let pool = Pool::new(4096);
     let frame = marked(PB_MAC, PA_MAC, &[], 0, 60);
     let before = rx_packets(&p.b, "pb");

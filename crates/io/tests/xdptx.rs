@@ -4,11 +4,14 @@
 //! The peer end gets an XDP program returning `XDP_PASS`, which is what makes a veth take
 //! redirected frames; a packet socket on the peer then sees exactly what was sent.
 
+mod afpacket_util;
+
 use std::time::{Duration, Instant};
+
+use afpacket_util::pass_program;
 
 use vrhost_dataplane::port::TxQueue;
 use vrhost_dataplane::{PktVec, Pool, VECTOR};
-use vrhost_io::bpf::{self, Alu, Insn, Link, Program};
 use vrhost_io::xdptx::{CAP, XdpTx, XdpTxError};
 use vrhost_lab::{Capture, Netns, require_root, veth};
 
@@ -28,20 +31,6 @@ fn frame(i: u32, len: usize) -> Vec<u8> {
     f.extend((f.len()..len).map(|k| (k as u32 * 7 + i) as u8));
     f.truncate(len);
     f
-}
-
-/// `XDP_PASS` on `ifname` in `ns`; the link holds it there until dropped.
-fn pass_program(ns: &Netns, ifname: &str) -> (Program, Link) {
-    ns.run(|| {
-        let prog = Program::load_xdp(
-            &[Insn::alu_imm(Alu::Mov, 0, bpf::XDP_PASS), Insn::exit()],
-            "xdptx_pass",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let link = Link::attach_xdp(&prog, bpf::ifindex(ifname).unwrap(), false).unwrap();
-        (prog, link)
-    })
-    .unwrap()
 }
 
 fn wait_for(cap: &Capture, n: usize) -> Vec<Vec<u8>> {

@@ -351,3 +351,20 @@ pub fn promiscuity(ns: &Netns, ifname: &str) -> u32 {
     }
     panic!("no promiscuity in {s}");
 }
+
+/// An `XDP_PASS` program attached (driver mode) to `ifname` in `ns`, held there until the
+/// returned pair drops. On a veth it makes the device run a NAPI, which is what lets its
+/// peer take XDP-transmitted frames (`vrhost_io::xdptx`).
+pub fn pass_program(ns: &Netns, ifname: &str) -> (vrhost_io::bpf::Program, vrhost_io::bpf::Link) {
+    use vrhost_io::bpf::{self, Alu, Insn, Link, Program};
+    ns.run(|| {
+        let prog = Program::load_xdp(
+            &[Insn::alu_imm(Alu::Mov, 0, bpf::XDP_PASS), Insn::exit()],
+            "test_pass",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let link = Link::attach_xdp(&prog, bpf::ifindex(ifname).unwrap(), false).unwrap();
+        (prog, link)
+    })
+    .unwrap()
+}
