@@ -13,7 +13,8 @@
 //! the queue seeing it (a notification's delivery, at most 16 flushes) is lost.
 //!
 //! **Small flushes go by the socket.** One XDP-transmit run has a fixed cost of about 8 µs
-//! (the kernel sets up and tears down a page pool per `BPF_PROG_RUN`), against about 1.5 µs
+//! (`docs/perf.md`; what the kernel sets up and tears down per `BPF_PROG_RUN`, a page pool
+//! and its fresh pages among it), against about 1.5 µs
 //! for a socket's `sendto`/`sendmmsg`; per frame XDP transmit costs about 0.55 µs against
 //! 0.8–1.6 µs. Below [`XDP_MIN_FRAMES`] frames a flush is cheaper through the socket, so the
 //! queue holds a poll's frames (in their pool slots) until the flush and sends a light
