@@ -14,9 +14,10 @@
 //!
 //! **Small flushes go by the socket.** One XDP-transmit run has a fixed cost of about 8 µs
 //! (`docs/perf.md`; what the kernel sets up and tears down per `BPF_PROG_RUN`, a page pool
-//! and its fresh pages among it), against about 1.5 µs
-//! for a socket's `sendto`/`sendmmsg`; per frame XDP transmit costs about 0.55 µs against
-//! 0.8–1.6 µs. Below [`XDP_MIN_FRAMES`] frames a flush is cheaper through the socket, so the
+//! and its fresh pages among it) and then about 0.55 µs a frame; the socket's path is one
+//! system call and then 1.6 µs a frame (`sendmmsg`, per CPU-second in the transmit bench).
+//! The threshold [`XDP_MIN_FRAMES`] is an estimate from those figures, not a measured
+//! crossover: below it a flush goes through the socket, so the
 //! queue holds a poll's frames (in their pool slots) until the flush and sends a light
 //! poll's few by the socket, a loaded poll's many by XDP. Both are synchronous on the
 //! devices XDP transmit is chosen for (copy-mode AF_XDP, AF_PACKET), so frames leave in
