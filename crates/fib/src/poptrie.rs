@@ -433,28 +433,42 @@ pub(crate) fn build_range<K: Key>(
     for v in first..first + n {
         slots[v] = Built::Leaf(vals[v]);
     }
-    // Routes deeper than this node, by slot (contiguous: sorted order).
+    for (v, deeper) in deeper_by_slot(routes, depth, end) {
+        slots[v] = build(
+            base.with_bits6(depth, v),
+            depth + 6,
+            vals[v],
+            deeper,
+            a,
+            compress,
+        );
+    }
+}
+
+/// The routes longer than `end` (a node's last bit), grouped by the 6-bit slot at `depth`
+/// they fall in: `(slot, its routes)`. `routes` is sorted, so each group is contiguous.
+fn deeper_by_slot<K: Key>(
+    routes: &[(K, u8, u32)],
+    depth: u8,
+    end: u32,
+) -> impl Iterator<Item = (usize, &[(K, u8, u32)])> {
     let mut i = 0;
-    while i < routes.len() {
-        if u32::from(routes[i].1) <= end {
+    core::iter::from_fn(move || {
+        while i < routes.len() && u32::from(routes[i].1) <= end {
             i += 1;
-            continue;
+        }
+        if i == routes.len() {
+            return None;
         }
         let v = routes[i].0.bits6(depth);
         let mut j = i + 1;
         while j < routes.len() && routes[j].0.bits6(depth) == v {
             j += 1;
         }
-        slots[v] = build(
-            base.with_bits6(depth, v),
-            depth + 6,
-            vals[v],
-            &routes[i..j],
-            a,
-            compress,
-        );
+        let group = &routes[i..j];
         i = j;
-    }
+        Some((v, group))
+    })
 }
 
 /// A subtree as it stands, for [`repaint`]: what a slot held before its inherited value
@@ -656,18 +670,7 @@ pub(crate) fn repaint_range<'d, K: Key>(
         );
         slots[v] = Built::Leaf(vals[v]);
     }
-    // Routes deeper than this node, by slot (contiguous: sorted order).
-    let mut i = 0;
-    while i < routes.len() {
-        if u32::from(routes[i].1) <= end {
-            i += 1;
-            continue;
-        }
-        let v = routes[i].0.bits6(depth);
-        let mut j = i + 1;
-        while j < routes.len() && routes[j].0.bits6(depth) == v {
-            j += 1;
-        }
+    for (v, deeper) in deeper_by_slot(routes, depth, end) {
         slots[v] = if painted >> v & 1 != 0 {
             old(v).keep(a)
         } else {
@@ -675,13 +678,12 @@ pub(crate) fn repaint_range<'d, K: Key>(
                 base.with_bits6(depth, v),
                 depth + 6,
                 vals[v],
-                &routes[i..j],
+                deeper,
                 old(v),
                 a,
                 compress,
             )
         };
-        i = j;
     }
 }
 
@@ -706,28 +708,10 @@ pub(crate) fn build_block<K: Key>(
         }
     }
     let mut words: [u64; BLOCK] = core::array::from_fn(|v| top_entry(leaf_ref(0), sub[v]));
-    // Routes deeper than the block, by sub-slot (contiguous: sorted order).
-    let mut i = 0;
-    while i < routes.len() {
-        if routes[i].1 <= end {
-            i += 1;
-            continue;
-        }
-        let v = routes[i].0.bits6(depth);
-        let mut j = i + 1;
-        while j < routes.len() && routes[j].0.bits6(depth) == v {
-            j += 1;
-        }
-        let b = build(
-            base.with_bits6(depth, v),
-            end,
-            0,
-            &routes[i..j],
-            a,
-            compress,
-        );
+    // Routes deeper than the block, by sub-slot.
+    for (v, deeper) in deeper_by_slot(routes, depth, u32::from(end)) {
+        let b = build(base.with_bits6(depth, v), end, 0, deeper, a, compress);
         words[v] = top_entry(b.entry(), sub[v]);
-        i = j;
     }
     block_ref(a.alloc(&words))
 }
