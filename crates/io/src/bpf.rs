@@ -135,6 +135,10 @@ pub enum Alu {
     Add,
     /// `-=`
     Sub,
+    /// `*=`
+    Mul,
+    /// `/=` (unsigned; by zero: the destination becomes 0)
+    Div,
     /// `|=`
     Or,
     /// `&=`
@@ -156,6 +160,8 @@ impl Alu {
         match self {
             Alu::Add => 0x00,
             Alu::Sub => 0x10,
+            Alu::Mul => 0x20,
+            Alu::Div => 0x30,
             Alu::Or => 0x40,
             Alu::And => 0x50,
             Alu::Lsh => 0x60,
@@ -1010,6 +1016,16 @@ mod tests {
         assert_eq!(
             Insn::alu_reg(Alu::Mod, 3, 4).to_bytes(),
             [0x9f, 0x43, 0, 0, 0, 0, 0, 0]
+        );
+        // r2 *= r1 and r2 /= 1000000000: BPF_ALU64 | BPF_MUL | BPF_X, BPF_ALU64 | BPF_DIV |
+        // BPF_K (same document).
+        assert_eq!(
+            Insn::alu_reg(Alu::Mul, 2, 1).to_bytes(),
+            [0x2f, 0x12, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(
+            Insn::alu_imm(Alu::Div, 2, 1_000_000_000).to_bytes(),
+            [0x37, 0x02, 0, 0, 0x00, 0xca, 0x9a, 0x3b]
         );
         let mut j = Insn::jump_imm(Cond::Eq, 0, 0, 0);
         j.set_off(7);
