@@ -113,12 +113,12 @@ pub(crate) fn realtime() {
 /// At low rates a fresh page per frame costs little, and spinning through a run between
 /// frames far apart would hold the generator's core for nothing.
 pub(crate) const LONG_RUNS_FROM_PPS: f64 = 100_000.0;
-/// The time one long run aims at.
+/// The time one long run aims at (at most).
 const LONG_RUN_NS: f64 = 2_000_000.0;
 /// After a paced long run the thread sleeps this share of the run's time…
 const LONG_RUN_REST: f64 = 0.08;
-/// …but no longer than the rate takes to bring this many frames due (the burst the next
-/// run then sends at once: half the DUT's 256-entry ring).
+/// …and runs are kept short enough that no more than this many frames fall due in a rest
+/// (the burst the next run then sends at once: half the DUT's 256-entry ring).
 const LONG_RUN_REST_FRAMES: f64 = 128.0;
 
 /// Frames per live-frames flush inside a run, and the size of the run's page pool.
@@ -601,10 +601,11 @@ impl Generator {
     /// and initialising it was 75 % of the generator's time (`perf`): 0.41–0.47 Mpps where
     /// 1 Mpps was asked. In a run of thousands of frames the pool's pages go round.
     ///
-    /// Between runs the thread sleeps for [`LONG_RUN_REST`] of the run's time (no longer
-    /// than the bucket's refill of [`LONG_RUN_REST_FRAMES`]): a real-time thread that never
-    /// sleeps is stopped by the kernel for 50 ms of every second. Unpaced, it never sleeps:
-    /// the generator's maximum is what it makes then.
+    /// Between runs the thread sleeps for [`LONG_RUN_REST`] of the run's time: a real-time
+    /// thread that sleeps less than 5 % is stopped by the kernel for 50 ms of every second.
+    /// Runs are short enough (down to ~0.5 ms at 3 Mpps) that the frames falling due in a
+    /// rest stay under [`LONG_RUN_REST_FRAMES`], the burst the next run sends at once.
+    /// Unpaced, it never sleeps: the generator's maximum is what it makes then.
     fn long_runs(
         &self,
         ifindex: u32,
@@ -631,13 +632,20 @@ impl Generator {
             end,
             depth: MAX_GRANT as u64,
         })?;
+        // Paced, a run is short enough that its rest (a share of it) stays within the
+        // bucket's refill, so the rest is always taken in full.
+        let run_ns = if pps > 0 {
+            LONG_RUN_NS.min(LONG_RUN_REST_FRAMES * 1e9 / pps as f64 / LONG_RUN_REST)
+        } else {
+            LONG_RUN_NS
+        };
         let run = (|| {
             let mut calls = 0u64;
             let mut ns_per_call = 50.0; // a guess; measured from the first run on
             let mut now = start;
             while now < end && !stop.load(Ordering::Relaxed) {
                 let left = (end - now) as f64;
-                let repeat = (LONG_RUN_NS.min(left) / ns_per_call).ceil() + 64.0;
+                let repeat = (run_ns.min(left) / ns_per_call).ceil() + 64.0;
                 let repeat = repeat.min(f64::from(1u32 << 22)) as u32;
                 match self.prog.run_live(&self.frame, ifindex, 0, repeat, flush) {
                     Ok(()) => {}
@@ -650,9 +658,7 @@ impl Generator {
                 ns_per_call = (took / f64::from(repeat)).max(1.0);
                 now = t;
                 if pps > 0 {
-                    let rest = (took * LONG_RUN_REST)
-                        .min(LONG_RUN_REST_FRAMES * 1e9 / pps as f64)
-                        .min((end.saturating_sub(now)) as f64);
+                    let rest = (took * LONG_RUN_REST).min((end.saturating_sub(now)) as f64);
                     if rest > SLEEP_ABOVE_NS as f64 {
                         std::thread::sleep(Duration::from_nanos(rest as u64));
                         now = monotonic_ns();
