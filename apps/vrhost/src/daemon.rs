@@ -713,6 +713,7 @@ impl Daemon {
                     "cycles": s.cycles,
                     "cycles_per_packet": if s.scheduled == 0 { 0.0 } else { s.cycles as f64 / s.scheduled as f64 },
                     "watchdog_offences": s.watchdog_offences,
+                    "watchdog_excused": s.watchdog_excused,
                 })
             })
             .collect();

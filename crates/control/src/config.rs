@@ -13,7 +13,8 @@
 //! cores = [0]                  # one forwarding worker per listed core
 //! fairness = "packets"         # backlogged VRs share a core by packets | cycles
 //! scaling = "fixed"            # fixed | on-demand (forward on as few of the cores as needed)
-//! watchdog_us = 2000           # a VR's vector may hold its core this long…
+//! watchdog_us = 2000           # a VR's vector may hold its core this long (on the CPU:
+//!                              # time the worker was preempted is excused)…
 //! watchdog_strikes = 3         # …offending this often in 32 vectors quarantines the VR
 //! realtime_priority = 0        # 1..=99: workers run SCHED_FIFO at it; 0: ordinary threads
 //! rx_coalesce_us = 0           # nap after a light poll, so light traffic fills vectors (0: off)

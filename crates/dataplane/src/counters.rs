@@ -170,6 +170,10 @@ pub struct VrCounters {
     pub cycles: Counter,
     /// Vectors that held the core longer than the watchdog's budget.
     pub watchdog_offences: Counter,
+    /// Vectors over the watchdog's budget on the clock that were not offences: the first of
+    /// a run of them (the worker reads its CPU clock from then on), or one during which the
+    /// worker's thread was off its CPU for the excess (preempted). See `sched`'s docs.
+    pub watchdog_excused: Counter,
     /// Drops by reason.
     pub drops: [Counter; N_DROPS],
 }
@@ -192,6 +196,7 @@ impl Default for VrCounters {
             scheduled: Counter::default(),
             cycles: Counter::default(),
             watchdog_offences: Counter::default(),
+            watchdog_excused: Counter::default(),
             drops: core::array::from_fn(|_| Counter::default()),
         }
     }
@@ -274,6 +279,8 @@ pub struct VrStats {
     pub cycles: u64,
     /// See [`VrCounters::watchdog_offences`].
     pub watchdog_offences: u64,
+    /// See [`VrCounters::watchdog_excused`].
+    pub watchdog_excused: u64,
     /// Drops by reason, indexed like [`Drop::ALL`].
     pub drops: [u64; N_DROPS],
 }
@@ -296,6 +303,7 @@ impl Default for VrStats {
             scheduled: 0,
             cycles: 0,
             watchdog_offences: 0,
+            watchdog_excused: 0,
             drops: [0; N_DROPS],
         }
     }
@@ -339,6 +347,7 @@ impl VrStats {
             s.scheduled += c.scheduled.get();
             s.cycles += c.cycles.get();
             s.watchdog_offences += c.watchdog_offences.get();
+            s.watchdog_excused += c.watchdog_excused.get();
             for (a, b) in s.drops.iter_mut().zip(&c.drops) {
                 *a += b.get();
             }

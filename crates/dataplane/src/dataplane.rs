@@ -489,6 +489,7 @@ impl Dataplane {
             owner: AtomicUsize::new(owner),
             pinned: AtomicUsize::new(config.worker.unwrap_or(usize::MAX)),
             extra_cost: AtomicU32::new(0),
+            extra_wait_us: AtomicU32::new(0),
             weight: AtomicU32::new(config.weight),
             quarantined: AtomicBool::new(false),
             policer,
@@ -851,6 +852,16 @@ impl Dataplane {
     pub fn set_extra_cost(&self, name: &str, cycles_per_packet: u32) -> Result<(), DpError> {
         let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
         s.vr.extra_cost.store(cycles_per_packet, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Make VR `name`'s path sleep `us` microseconds per vector: the worker's thread off its
+    /// CPU as when the OS preempts it, which the watchdog must excuse. For tests; routers
+    /// never need it.
+    #[doc(hidden)]
+    pub fn set_extra_wait(&self, name: &str, us: u32) -> Result<(), DpError> {
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        s.vr.extra_wait_us.store(us, Ordering::Relaxed);
         Ok(())
     }
 

@@ -36,6 +36,18 @@
 //! [`Watchdog::strikes`] of its last [`WATCH_WINDOW`] vectors offended: preemption hits a VR
 //! at random and rarely twice in a few dozen vectors, a path that is too slow offends again
 //! and again.
+//!
+//! Strikes alone were not enough: with 64 VRs on workers that share their cores with
+//! other busy threads (`vrbench fwd`'s 2-queue layout), VRs were quarantined — and their
+//! tenants cut off until an operator released them — by preemption alone (29,214
+//! `vr-quarantined` drops in one run). So the TSC only raises a suspicion: a VR's first
+//! vector over budget is [`Verdict::Excused`] and *arms* the VR for [`WATCH_WINDOW`]
+//! vectors, during which the worker also reads its thread's CPU clock
+//! (`CLOCK_THREAD_CPUTIME_ID`, a system call: only while armed) and the monotonic clock
+//! around the path ([`PathTime::OnCpu`]). The watchdog then judges the share of the path's
+//! cycles the thread held its CPU: time spent preempted is excused; a path that burns the
+//! budget on the CPU offends as before. A slow path is therefore quarantined one vector
+//! later than before (the arming vector), and preemption never is.
 
 /// What the scheduler shares out equally (or by weight) between backlogged VRs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -106,6 +118,34 @@ pub(crate) struct VrSched {
     pub(crate) cost_x16: u64,
     /// Offences among the last [`WATCH_WINDOW`] vectors, newest in bit 0.
     pub(crate) history: u32,
+    /// Vectors left during which the worker times the path on the thread's CPU clock too
+    /// (armed by a vector over budget on the TSC; see the module docs).
+    pub(crate) armed: u32,
+}
+
+/// What the watchdog knows of a vector's path time (before the transmit flush).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PathTime {
+    /// Exact cycles (a test's cost model): judged as they are.
+    Exact(u64),
+    /// TSC cycles from start to end, whether or not the thread held its CPU throughout.
+    Wall(u64),
+    /// TSC cycles, and over the same span the nanoseconds that passed and that the thread
+    /// spent on its CPU.
+    OnCpu {
+        cycles: u64,
+        wall_ns: u64,
+        cpu_ns: u64,
+    },
+}
+
+impl PathTime {
+    /// The cycles, however measured.
+    fn cycles(self) -> u64 {
+        match self {
+            PathTime::Exact(c) | PathTime::Wall(c) | PathTime::OnCpu { cycles: c, .. } => c,
+        }
+    }
 }
 
 /// What the watchdog concluded about one vector.
@@ -115,6 +155,9 @@ pub(crate) enum Verdict {
     Ok,
     /// Over budget.
     Offence,
+    /// Over budget on the TSC, but not an offence: the VR's first such vector (it is armed
+    /// now), or one during which the thread was off its CPU for the time over budget.
+    Excused,
     /// Over budget, and the VR has now offended too often: quarantine it.
     Quarantine,
 }
@@ -158,15 +201,40 @@ impl VrSched {
         &mut self,
         packets: usize,
         cycles: u64,
-        path: u64,
+        path: PathTime,
         weight: u32,
         fairness: Fairness,
         watchdog: Option<Watchdog>,
     ) -> Verdict {
         let n = packets.max(1) as u64;
-        let offence = watchdog.is_some_and(|w| path > w.budget_cycles);
+        let over = watchdog.is_some_and(|w| path.cycles() > w.budget_cycles);
+        let armed = self.armed > 0;
+        self.armed = self.armed.saturating_sub(1);
+        let offence = over
+            && match (path, watchdog) {
+                (PathTime::Exact(_), _) => true,
+                (
+                    PathTime::OnCpu {
+                        cycles,
+                        wall_ns,
+                        cpu_ns,
+                    },
+                    Some(w),
+                ) => {
+                    let on = u128::from(cycles) * u128::from(cpu_ns.min(wall_ns))
+                        / u128::from(wall_ns.max(1));
+                    on > u128::from(w.budget_cycles)
+                }
+                // Armed, yet only the TSC known: judged by it.
+                (PathTime::Wall(_), _) => armed,
+                _ => false,
+            };
+        if over {
+            // Armed (again) until a window of vectors has passed within budget.
+            self.armed = WATCH_WINDOW;
+        }
         // A vector over budget says more about the watchdog than about the cost.
-        if !offence {
+        if !over {
             let mut sample = cycles.min(MAX_WORK) * 16 / n;
             if self.cost_x16 == 0 {
                 self.cost_x16 = sample.max(1);
@@ -187,6 +255,7 @@ impl VrSched {
         match watchdog {
             Some(w) if offence && self.history.count_ones() >= w.strikes => Verdict::Quarantine,
             _ if offence => Verdict::Offence,
+            _ if over => Verdict::Excused,
             _ => Verdict::Ok,
         }
     }
@@ -237,7 +306,7 @@ mod tests {
             s[i].charge(
                 256,
                 256 * costs[i],
-                256 * costs[i],
+                PathTime::Exact(256 * costs[i]),
                 weights[i],
                 fairness,
                 None,
@@ -302,59 +371,126 @@ mod tests {
         // the window.
         for round in 0..10 {
             assert_eq!(
-                s.charge(256, 5000, 5000, 1, Fairness::Packets, w),
+                s.charge(256, 5000, PathTime::Exact(5000), 1, Fairness::Packets, w),
                 Verdict::Offence,
                 "{round}"
             );
             for _ in 0..WATCH_WINDOW {
                 assert_eq!(
-                    s.charge(256, 900, 900, 1, Fairness::Packets, w),
+                    s.charge(256, 900, PathTime::Exact(900), 1, Fairness::Packets, w),
                     Verdict::Ok
                 );
             }
         }
         assert_eq!(s.cost(), 900 / 256, "offending samples are not costs");
         assert_eq!(
-            s.charge(256, 5000, 5000, 1, Fairness::Packets, w),
+            s.charge(256, 5000, PathTime::Exact(5000), 1, Fairness::Packets, w),
             Verdict::Offence
         );
         assert_eq!(
-            s.charge(256, 900, 900, 1, Fairness::Packets, w),
+            s.charge(256, 900, PathTime::Exact(900), 1, Fairness::Packets, w),
             Verdict::Ok
         );
         assert_eq!(
-            s.charge(256, 5000, 5000, 1, Fairness::Packets, w),
+            s.charge(256, 5000, PathTime::Exact(5000), 1, Fairness::Packets, w),
             Verdict::Offence
         );
         assert_eq!(
-            s.charge(256, 5000, 5000, 1, Fairness::Packets, w),
+            s.charge(256, 5000, PathTime::Exact(5000), 1, Fairness::Packets, w),
             Verdict::Quarantine
         );
         // Time spent flushing to the port is the VR's cost but not the watchdog's concern.
         let mut t = VrSched::default();
         for _ in 0..WATCH_WINDOW {
             assert_eq!(
-                t.charge(256, 5000, 900, 1, Fairness::Packets, w),
+                t.charge(256, 5000, PathTime::Exact(900), 1, Fairness::Packets, w),
                 Verdict::Ok
             );
         }
         assert_eq!(t.cost(), 5000 / 256);
     }
 
+    /// On the real clock: the first vector over budget only arms the VR; then a vector whose
+    /// thread was off its CPU for the excess is excused, however often; one that spent the
+    /// budget on the CPU offends, and three of those quarantine. Arming lapses after a
+    /// window of vectors within budget.
+    #[test]
+    fn watchdog_excuses_preemption_and_judges_cpu_time() {
+        let w = Some(Watchdog {
+            budget_cycles: 1000,
+            strikes: 3,
+        });
+        let mut s = VrSched::default();
+        let charge = |s: &mut VrSched, path| s.charge(256, 5000, path, 1, Fairness::Packets, w);
+        assert_eq!(charge(&mut s, PathTime::Wall(5000)), Verdict::Excused);
+        assert_eq!(s.armed, WATCH_WINDOW);
+        // 5,000 cycles over 5 µs of which 0.5 µs on the CPU: 500 cycles on it.
+        let preempted = PathTime::OnCpu {
+            cycles: 5000,
+            wall_ns: 5000,
+            cpu_ns: 500,
+        };
+        for _ in 0..100 {
+            assert_eq!(charge(&mut s, preempted), Verdict::Excused);
+        }
+        assert_eq!(s.history, 0);
+        let busy = PathTime::OnCpu {
+            cycles: 5000,
+            wall_ns: 5000,
+            cpu_ns: 4900,
+        };
+        assert_eq!(charge(&mut s, busy), Verdict::Offence);
+        assert_eq!(charge(&mut s, busy), Verdict::Offence);
+        assert_eq!(charge(&mut s, busy), Verdict::Quarantine);
+        // Disarmed after a window within budget; then the TSC alone only arms again.
+        let mut s = VrSched::default();
+        assert_eq!(charge(&mut s, PathTime::Wall(5000)), Verdict::Excused);
+        for _ in 0..WATCH_WINDOW {
+            assert_eq!(
+                s.charge(256, 900, PathTime::Wall(900), 1, Fairness::Packets, w),
+                Verdict::Ok
+            );
+        }
+        assert_eq!(s.armed, 0);
+        assert_eq!(charge(&mut s, PathTime::Wall(5000)), Verdict::Excused);
+        assert_eq!(s.history, 0);
+    }
+
     #[test]
     fn cost_is_a_clipped_moving_average() {
         let mut s = VrSched::default();
         assert_eq!(s.account(100, 10_000), 10_000, "nothing known yet");
-        s.charge(100, 10_000, 10_000, 1, Fairness::Cycles, None);
+        s.charge(
+            100,
+            10_000,
+            PathTime::Exact(10_000),
+            1,
+            Fairness::Cycles,
+            None,
+        );
         assert_eq!(s.cost(), 100);
         // A preempted vector is accounted at the recent cost; a slower one as measured.
         assert_eq!(s.account(100, 1_000_000), 10_000);
         assert_eq!(s.account(100, 30_000), 30_000);
         // One vector 100× slower (preempted) moves the average by at most 3/16 of it.
-        s.charge(100, 1_000_000, 1_000_000, 1, Fairness::Cycles, None);
+        s.charge(
+            100,
+            1_000_000,
+            PathTime::Exact(1_000_000),
+            1,
+            Fairness::Cycles,
+            None,
+        );
         assert!(s.cost() < 120, "{}", s.cost());
         for _ in 0..200 {
-            s.charge(100, 20_000, 20_000, 1, Fairness::Cycles, None);
+            s.charge(
+                100,
+                20_000,
+                PathTime::Exact(20_000),
+                1,
+                Fairness::Cycles,
+                None,
+            );
         }
         assert_eq!(s.cost(), 199, "follows a lasting change");
     }

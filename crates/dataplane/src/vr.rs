@@ -244,6 +244,9 @@ pub struct Vr {
     /// Extra cycles per packet its path burns (a measurement element, see
     /// [`crate::Dataplane::set_extra_cost`]).
     pub(crate) extra_cost: AtomicU32,
+    /// Microseconds its path sleeps per vector, off the CPU like a preempted worker (see
+    /// [`crate::Dataplane::set_extra_wait`]).
+    pub(crate) extra_wait_us: AtomicU32,
     /// Worker it is pinned to (`usize::MAX`: none), see [`crate::Dataplane::pin_vr`].
     pub(crate) pinned: AtomicUsize,
     /// Set by the owner's watchdog, cleared by [`crate::Dataplane::release_vr`].

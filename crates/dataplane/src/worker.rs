@@ -55,7 +55,7 @@ use crate::node::{Bucket, Ctx, Scratch, cycles};
 use crate::pool::Pkt;
 use crate::port::{Fence, PortId, RxQueue, TxQueue};
 use crate::ring::{Consumer, Producer};
-use crate::sched::{Fairness, Scheduler, VrSched, Watchdog, before};
+use crate::sched::{Fairness, PathTime, Scheduler, VrSched, Watchdog, before};
 use crate::tx::TxStage;
 use crate::vector::{PktVec, VECTOR};
 use crate::vr::{Vr, VrConfig, VrId};
@@ -200,6 +200,43 @@ impl core::fmt::Debug for RxHeld {
             .field("waiting_marks", &self.marks.len())
             .finish_non_exhaustive()
     }
+}
+
+/// The monotonic and this thread's CPU clock at the start of a span (see `sched`'s docs on
+/// the watchdog: read only while a VR is armed).
+struct CpuSpan {
+    wall: std::time::Instant,
+    cpu_ns: u64,
+}
+
+impl CpuSpan {
+    fn start() -> CpuSpan {
+        CpuSpan {
+            cpu_ns: thread_cpu_ns(),
+            wall: std::time::Instant::now(),
+        }
+    }
+
+    /// Nanoseconds passed and spent on the CPU since the start (`None` if the CPU clock
+    /// could not be read).
+    fn end(self) -> Option<(u64, u64)> {
+        let wall = self.wall.elapsed().as_nanos() as u64;
+        let cpu = thread_cpu_ns().checked_sub(self.cpu_ns)?;
+        (self.cpu_ns != 0).then_some((wall, cpu))
+    }
+}
+
+/// This thread's CPU time in ns (`CLOCK_THREAD_CPUTIME_ID`; 0 if it cannot be read).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is, and keeps no pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Spin for `c` TSC cycles (the measurement element of [`crate::Dataplane::set_extra_cost`]).
@@ -1045,6 +1082,9 @@ impl Worker {
                 return 0;
             }
         }
+        // Armed by an earlier vector over budget: time the path on the CPU clock too.
+        let on_cpu = (o.sched.armed > 0 && watchdog.is_some() && self.cost_model.is_none())
+            .then(CpuSpan::start);
         let t0 = cycles();
         let waited = o.deferred > 0;
         o.deferred = 0;
@@ -1098,16 +1138,32 @@ impl Worker {
         if extra != 0 {
             burn(u64::from(extra) * n as u64);
         }
+        let wait = snap.vr.extra_wait_us.load(Ordering::Relaxed);
+        if wait != 0 {
+            std::thread::sleep(std::time::Duration::from_micros(u64::from(wait)));
+        }
         let t = cycles();
+        let on_cpu = on_cpu.and_then(CpuSpan::end);
         cx.flush();
         let t1 = cycles();
         cx.count(Node::Tx, n, t1.wrapping_sub(t));
         let (cyc, path) = match &mut self.cost_model {
             Some(f) => {
                 let c = f(&snap.vr, n);
-                (c, c)
+                (c, PathTime::Exact(c))
             }
-            None => (t1.wrapping_sub(t0), t.wrapping_sub(t0)),
+            None => {
+                let path = t.wrapping_sub(t0);
+                let path = match on_cpu {
+                    Some((wall_ns, cpu_ns)) => PathTime::OnCpu {
+                        cycles: path,
+                        wall_ns,
+                        cpu_ns,
+                    },
+                    None => PathTime::Wall(path),
+                };
+                (t1.wrapping_sub(t0), path)
+            }
         };
         let c = &snap.vr.counters[self.id];
         c.vectors.add(1);
@@ -1125,6 +1181,7 @@ impl Worker {
         match o.sched.charge(n, cyc, path, weight, fairness, watchdog) {
             crate::sched::Verdict::Ok => {}
             crate::sched::Verdict::Offence => c.watchdog_offences.add(1),
+            crate::sched::Verdict::Excused => c.watchdog_excused.add(1),
             crate::sched::Verdict::Quarantine => {
                 c.watchdog_offences.add(1);
                 snap.vr.quarantined.store(true, Ordering::Relaxed);
