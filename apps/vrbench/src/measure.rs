@@ -915,13 +915,16 @@ impl Measurer for Dut {
 /// `--max-shortfall` as a fraction (`None`: any).
 /// Times a search that stopped on the tester's shortfall is run again under a lower
 /// ceiling.
-const CEILING_RETRIES: u32 = 2;
+const CEILING_RETRIES: u32 = 3;
 
 /// Run `search` under `settings`; when it stops because the tester kept falling short of a
 /// load (`TrialError::Shortfall`: the trial's load was beyond what the tester makes on this
 /// DUT — inline receive work on its core, uneven streams — not the DUT's doing), search again
-/// with the ceiling at 95 % of what the tester achieved there, at most [`CEILING_RETRIES`]
-/// times, and say so in `notes`. Whatever else fails is returned as it is.
+/// with the ceiling at 90 % of what the tester achieved there, at most [`CEILING_RETRIES`]
+/// times, and say so in `notes`. Whatever else fails is returned as it is. (90 %, not 95:
+/// with `p0`'s NAPI inline on the tester's core, what the tester makes falls as the load
+/// falls and the DUT keeps up — more frames copied into its socket on that core — and
+/// 95 % steps chased it down: 2.13 → made 2.02, 1.91 → 1.85, 1.76 → 1.73 Mpps.)
 fn within_tester<T, E: std::error::Error + Send + Sync + 'static>(
     settings: &MlrSettings,
     what: &str,
@@ -932,9 +935,9 @@ fn within_tester<T, E: std::error::Error + Send + Sync + 'static>(
     for tries in 0.. {
         match search(&s) {
             Err(SearchError::Trial(TrialError::Shortfall { load, achieved, .. }))
-                if tries < CEILING_RETRIES && 0.95 * achieved > s.min_load =>
+                if tries < CEILING_RETRIES && 0.9 * achieved > s.min_load =>
             {
-                let max = 0.95 * achieved;
+                let max = 0.9 * achieved;
                 notes.push(format!(
                     "{what}: the tester fell short at {:.3} Mpps (made {:.3}); searched again \
                      up to {:.3} Mpps",
@@ -1675,8 +1678,8 @@ fn write(a: &Args, out: &Path, rec: &RunRecord, found: &Found) -> anyhow::Result
 mod tests {
     use clap::Parser;
 
-    /// A search stopped by the tester's shortfall runs again under 95 % of what the tester
-    /// made, with a note; twice at most; other errors pass straight through.
+    /// A search stopped by the tester's shortfall runs again under 90 % of what the tester
+    /// made, with a note; three times at most; other errors pass straight through.
     #[test]
     fn a_search_the_tester_cannot_feed_runs_again_under_what_it_made() {
         use vrhost_bench::search::SearchError;
@@ -1704,8 +1707,8 @@ mod tests {
             }
         })
         .unwrap();
-        assert_eq!(maxes, [8e6, 3.8e6, 1.805e6]);
-        assert_eq!(r, 1.805e6);
+        assert_eq!(maxes, [8e6, 3.6e6, 1.62e6]);
+        assert_eq!(r, 1.62e6);
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[0].contains("fell short at 8.000 Mpps"), "{notes:?}");
         let mut calls = 0;
@@ -1714,7 +1717,7 @@ mod tests {
             Err::<(), _>(short(s.max_load))
         })
         .unwrap_err();
-        assert_eq!(calls, 3);
+        assert_eq!(calls, 4);
         assert!(e.to_string().contains("short"), "{e}");
         let mut calls = 0;
         super::within_tester(&s, "wp", &mut notes, |_| {
