@@ -53,8 +53,7 @@ use crate::dut_inproc::{DutError, InprocDut, InprocSpec};
 use crate::live::dut::{self as lab_dut, Cores, LiveLab, Profile as LabProfile, RxNapi, Scale};
 use crate::live::frames::Size;
 use crate::live::measurer::LabMeasurer;
-use crate::live::packet_gen;
-use crate::live::trial::{GEN_MAX_PPS, GenKind, TrialResult, TrialSpec};
+use crate::live::trial::{GenKind, TrialResult, TrialSpec};
 
 /// The tests `measure` can run.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -806,10 +805,7 @@ impl Dut {
                 generator,
                 ..
             } => {
-                let cap = match generator {
-                    GenKind::LiveFrames => GEN_MAX_PPS,
-                    GenKind::Afpacket => packet_gen::MAX_PPS,
-                };
+                let cap = generator.max_pps();
                 let mut spec =
                     TrialSpec::new(cap, weights.len() as u32, Duration::from_millis(500));
                 spec.rate_pps = None;

@@ -363,6 +363,32 @@ fn afpacket_generator_through_kernel_macvlan_loses_nothing_at_50_kpps() {
     assert!((sent[1] - 3.0 * sent[0]).abs() <= 8.0, "{sent:?}");
 }
 
+/// The AF_XDP generator (vrhost's own fast backend on `a0`, copy mode on veth) through the
+/// kernel forwarder: every frame arrives, and the port on `a0` leaves no XDP program behind
+/// (the lab is gone at the end, which `lossless_trial` checks).
+#[test]
+fn afxdp_generator_through_kernel_loses_nothing_at_50_kpps() {
+    if !vrhost_lab::require_root("vrbench trial with the AF_XDP generator") {
+        return;
+    }
+    let r = lossless_trial(
+        "tlx",
+        &[
+            "--dut",
+            "kernel",
+            "--gen",
+            "afxdp",
+            "--rate",
+            "0.05",
+            "--seconds",
+            "1",
+        ],
+        50e3,
+    );
+    assert_eq!(r["spec"]["generator"], "afxdp", "{r:#}");
+    assert_eq!(r["tx_full"], 0, "{r:#}");
+}
+
 /// Routes and flows per VR in the lab: 300 /24s in every VR, each stream swept over 100
 /// destinations inside them, through the kernel's per-VR namespaces and through vrhost —
 /// every frame arrives (so every destination was routed), and the result says what the

@@ -1,12 +1,25 @@
-//! The AF_PACKET generator (`vrbench trial --gen afpacket`): `vrhost_traffic`'s
+//! The socket generators (`vrbench trial --gen afpacket|afxdp`): `vrhost_traffic`'s
 //! [`Generator`] — the in-process DUT's tester — sending through `vrhost_io`'s AF_PACKET
-//! port on `a0`, so a lab trial can be offered by the same backend vrhost itself uses on
-//! any interface, and counted by the same sink on `b0`.
+//! or AF_XDP port on `a0`, so a lab trial can be offered by the same backends vrhost itself
+//! uses, and counted by the same sink on `b0`.
 //!
-//! Why keep it beside the live-frames generator, which is faster: it is the portable
-//! path (no `BPF_PROG_RUN`, no XDP on the sending side), and it checks the live-frames
-//! generator from outside — two generators that share nothing but the signature format
-//! must agree on a DUT's loss and latency at rates both can offer.
+//! Why keep them beside the live-frames generator, which is faster: AF_PACKET is the
+//! portable path (no `BPF_PROG_RUN`, no XDP on the sending side), AF_XDP is vrhost's own
+//! fast backend (on a NIC with zero-copy it sends from the pool without a copy; on veth it
+//! binds in copy mode), and both check the live-frames generator from outside — generators
+//! that share nothing but the signature format must agree on a DUT's loss and latency at
+//! rates all can offer.
+//!
+//! **AF_XDP specifics.** The generator's pool is the socket's UMEM (frames are built where
+//! the socket sends them from), so the port's transmit queue would hold a burst until its
+//! `flush` (the worker's once-per-poll `sendto`); [`Immediate`] flushes after every burst,
+//! so a burst leaves when it is handed over, as AF_PACKET's `sendmmsg` does. In copy mode
+//! the kernel stops a `sendto` at the first frame the device drops (`EBUSY`: a veth whose
+//! peer's ring is full), leaving the rest on the ring; with one `sendto` per burst the
+//! generator then sent one frame per call and offered 0.07 Mpps where it can 0.8 (`--rate
+//! max` through `--dut kernel`), so `Immediate` calls again until the ring is empty, as
+//! `sendmmsg` goes on past a dropped frame. The port attaches its steering program to
+//! `a0`, which receives nothing in a trial.
 //!
 //! **The ceiling.** One `sendmmsg` per vector, each frame copied into an `sk_buff`, and on
 //! veth the receiving side's work (for the kernel profiles all of the forwarding too)
@@ -34,8 +47,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use vrhost_dataplane::Pool;
+use vrhost_dataplane::port::TxQueue;
+use vrhost_dataplane::{PktVec, Pool};
 use vrhost_io::afpacket::{PacketOptions, PacketPort};
+use vrhost_io::afxdp::{XdpOptions, XdpPort, XskTx};
 use vrhost_lab::{Netns, Side, addressing};
 use vrhost_traffic::clock::monotonic_ns;
 use vrhost_traffic::rate::MAX_GRANT;
@@ -104,6 +119,7 @@ fn streams(
     reason = "one trial's settings, passed through"
 )]
 pub(crate) fn run(
+    afxdp: bool,
     side_a: &Netns,
     core: usize,
     vrs: u32,
@@ -120,25 +136,46 @@ pub(crate) fn run(
     }
     let streams = streams(vrs, size, rate, weights, dests);
     std::thread::scope(|s| {
-        s.spawn(|| thread(side_a, core, &streams, interval, duration, stop))
+        s.spawn(|| thread(afxdp, side_a, core, &streams, interval, duration, stop))
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e))
     })
 }
 
-fn thread(
-    side_a: &Netns,
-    core: usize,
-    streams: &[Stream],
-    interval: Duration,
-    duration: Duration,
-    stop: &AtomicBool,
-) -> anyhow::Result<Sent> {
-    side_a.enter_current_thread()?;
-    if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
-        bail!("cannot pin the AF_PACKET generator thread to core {core}");
+/// An AF_XDP transmit queue that sends each burst as it is handed over, to the last frame
+/// (see the module docs).
+struct Immediate(XskTx);
+
+/// `sendto` calls per burst at most: the ring's worth if each moved one frame.
+const MAX_KICKS: u32 = 2048;
+
+impl TxQueue for Immediate {
+    fn tx_burst(&mut self, pool: &Pool, pkts: &mut PktVec) -> usize {
+        let took = self.0.tx_burst(pool, pkts);
+        for _ in 0..MAX_KICKS {
+            if self.0.pending() == 0 {
+                break;
+            }
+            self.0.flush(pool);
+        }
+        took
     }
+}
+
+/// The port kept open for the run (dropped at its end: the AF_XDP port detaches its
+/// program then), and its transmit queue.
+type Opened = (Box<dyn std::any::Any>, Box<dyn TxQueue>);
+
+/// Open the AF_PACKET or AF_XDP port on `a0`; the generator builds its frames in `pool`.
+fn open(afxdp: bool, pool: &std::sync::Arc<Pool>) -> anyhow::Result<Opened> {
     let ifname = Side::A.side_ifname();
+    if afxdp {
+        let mut port = XdpPort::open(ifname, 1, pool, &XdpOptions::default())
+            .with_context(|| format!("opening an AF_XDP port on {ifname}"))?;
+        let (rx, tx) = port.take_queues().pop().expect("one queue");
+        drop(rx);
+        return Ok((Box::new(port), Box::new(Immediate(tx))));
+    }
     // The port's own pool only ever holds what it receives (nothing is sent to `a0`); a
     // pool apart from the generator's makes every `tx_burst` an immediate `sendmmsg`.
     let port_pool = Pool::new(64);
@@ -155,6 +192,24 @@ fn thread(
     .with_context(|| format!("opening an AF_PACKET port on {ifname}"))?;
     let (rx, tx) = port.take_queues().pop().expect("one queue");
     drop(rx);
+    Ok((Box::new((port, port_pool)), Box::new(tx)))
+}
+
+fn thread(
+    afxdp: bool,
+    side_a: &Netns,
+    core: usize,
+    streams: &[Stream],
+    interval: Duration,
+    duration: Duration,
+    stop: &AtomicBool,
+) -> anyhow::Result<Sent> {
+    side_a.enter_current_thread()?;
+    if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+        bail!("cannot pin the socket generator thread to core {core}");
+    }
+    let pool = Pool::new(POOL_SLOTS);
+    let (_port, tx) = open(afxdp, &pool)?;
     let interval_ns = interval.as_nanos() as u64;
     // A bucket of at least one vector, as the live-frames generator's: a few hundred µs
     // off the CPU are caught up in one burst.
@@ -169,8 +224,8 @@ fn thread(
         4
     };
     let mut g = Generator::new(
-        Pool::new(POOL_SLOTS),
-        Box::new(tx),
+        pool,
+        tx,
         streams,
         GenConfig {
             interval_ns,
@@ -178,7 +233,7 @@ fn thread(
             ..GenConfig::default()
         },
     )
-    .context("building the AF_PACKET generator")?;
+    .context("building the socket generator")?;
     realtime();
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer and affects only this thread.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };

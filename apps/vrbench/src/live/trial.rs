@@ -52,6 +52,28 @@ pub(crate) enum GenKind {
     /// `vrhost_traffic`'s generator over an AF_PACKET socket on `a0` (`packet_gen.rs`): up
     /// to [`packet_gen::MAX_PPS`].
     Afpacket,
+    /// `vrhost_traffic`'s generator over an AF_XDP socket on `a0` (`packet_gen.rs`; copy
+    /// mode on veth): up to [`packet_gen::MAX_PPS`].
+    Afxdp,
+}
+
+impl GenKind {
+    /// The highest rate the generator is asked for.
+    pub(crate) fn max_pps(self) -> f64 {
+        match self {
+            GenKind::LiveFrames => GEN_MAX_PPS,
+            GenKind::Afpacket | GenKind::Afxdp => packet_gen::MAX_PPS,
+        }
+    }
+
+    /// The generator's name in reports and messages.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            GenKind::LiveFrames => "XDP live-frames",
+            GenKind::Afpacket => "AF_PACKET",
+            GenKind::Afxdp => "AF_XDP",
+        }
+    }
 }
 
 /// What to offer in a trial.
@@ -109,13 +131,14 @@ impl TrialSpec {
             if !(r.is_finite() && r > 0.0) {
                 return Err(format!("--rate {}: must be positive", r / 1e6));
             }
-            if self.generator == GenKind::Afpacket && r > packet_gen::MAX_PPS {
+            if self.generator != GenKind::LiveFrames && r > self.generator.max_pps() {
                 return Err(format!(
-                    "--rate {} Mpps: above what the AF_PACKET generator sends through a veth \
+                    "--rate {} Mpps: above what the {} generator sends through a veth \
                      ({} Mpps; one CPU copies every frame and runs the receive side too); \
                      lower --rate, or use --gen live-frames",
                     r / 1e6,
-                    packet_gen::MAX_PPS / 1e6
+                    self.generator.label(),
+                    self.generator.max_pps() / 1e6
                 ));
             }
             if r > GEN_MAX_PPS {
@@ -197,7 +220,7 @@ pub(crate) struct TrialResult {
     pub(crate) missed: u64,
     /// The generator sent less than 99 % of the asked frames: it did not offer the load.
     pub(crate) under_offered: bool,
-    /// `BPF_PROG_RUN` calls, or `sendmmsg` calls with `--gen afpacket` (bursts).
+    /// `BPF_PROG_RUN` calls, or bursts handed to the socket with `--gen afpacket|afxdp`.
     pub(crate) bursts: u64,
     /// Frames the generator's own port refused (AF_PACKET: `a0`'s queue full); never sent,
     /// so in neither `sent` nor `lost`.
@@ -266,7 +289,8 @@ impl LiveLab {
                     duration,
                     stop,
                 ),
-                GenKind::Afpacket => packet_gen::run(
+                GenKind::Afpacket | GenKind::Afxdp => packet_gen::run(
+                    spec.generator == GenKind::Afxdp,
                     side_a,
                     core,
                     vrs,
@@ -382,10 +406,7 @@ impl TrialResult {
             self.vrs,
             self.spec.frame_size,
             self.spec.duration.as_secs_f64(),
-            match self.spec.generator {
-                GenKind::LiveFrames => "XDP live-frames",
-                GenKind::Afpacket => "AF_PACKET",
-            },
+            self.spec.generator.label(),
             self.cores.generator,
             self.cores.rx.name(),
             match self.cores.rx {

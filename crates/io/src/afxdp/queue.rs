@@ -241,6 +241,11 @@ impl XskTx {
         self.lent.count()
     }
 
+    /// Frames on the tx ring the kernel has not taken yet (in copy mode: not yet sent).
+    pub fn pending(&mut self) -> u32 {
+        self.tx.pending()
+    }
+
     /// Completion addresses this half never lent (dropped, counted). Should stay 0.
     pub fn bad_descs(&self) -> u64 {
         self.bad
