@@ -495,6 +495,7 @@ mod tests {
         if !vrhost_lab::require_root("the in-process tester's rate accuracy (SCHED_FIFO)") {
             return;
         }
+        let _alone = crate::cores_alone();
         let cores = core_affinity::get_core_ids().map_or(1, |c| c.len());
         assert!(cores >= 2, "the tester and the DUT worker need a core each");
         let mut dut = InprocDut::new(InprocSpec {

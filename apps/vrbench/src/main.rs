@@ -35,6 +35,16 @@ mod measure;
 mod rt;
 mod syncbench;
 
+/// Unit tests that pin threads to cores and run timed traffic (a lab trial, the in-process
+/// tester, data-plane workers) take this, so that two never share the cores: the test
+/// harness runs tests in parallel, and a CI run lost frames in both of two such tests that
+/// ran at once.
+#[cfg(test)]
+pub(crate) fn cores_alone() -> std::sync::MutexGuard<'static, ()> {
+    static CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    CORES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]

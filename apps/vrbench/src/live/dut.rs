@@ -490,11 +490,6 @@ impl LiveLab {
     }
 }
 
-/// Unit tests that run traffic through a lab take this, so that two never share the
-/// generator's and the DUT's cores (their trials would lose frames to each other).
-#[cfg(test)]
-pub(crate) static LAB_TRAFFIC: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,7 +563,7 @@ mod tests {
         if !vrhost_lab::require_root("the kernel's NAPI pinned to the DUT core") {
             return;
         }
-        let _alone = LAB_TRAFFIC.lock().unwrap_or_else(|e| e.into_inner());
+        let _alone = crate::cores_alone();
         let cores = Cores {
             generator: 1,
             dut: 0,

@@ -97,9 +97,7 @@ mod tests {
         if !vrhost_lab::require_root("Measurer on a lab") {
             return;
         }
-        let _alone = super::super::dut::LAB_TRAFFIC
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _alone = crate::cores_alone();
         let name = format!("tlm{}", std::process::id());
         let mut lab = LiveLab::up(
             &name,
