@@ -877,6 +877,7 @@ mod tests {
 
     #[test]
     fn max_min_water_fills() {
+        let _alone = crate::cores_alone();
         let f = max_min(&[1.0, 5.0, 10.0], 9.0);
         assert_eq!(f, vec![1.0, 4.0, 4.0]);
         let f = max_min(&[1.0, 1.0, 1.0], 9.0);
@@ -889,6 +890,7 @@ mod tests {
     /// polls on this thread).
     #[test]
     fn queue_per_vr_sessions_forward_each_vrs_offer() {
+        let _alone = crate::cores_alone();
         let base = InArgs {
             vrs: 3,
             routes: Some(2000),

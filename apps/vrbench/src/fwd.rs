@@ -573,6 +573,7 @@ mod tests {
 
     #[test]
     fn debug_counters_are_parsed() {
+        let _alone = crate::cores_alone();
         let m = debug_counters("XdpStats { rx_dropped: 3, rx_ring_full: 40, name: x }");
         assert_eq!(m.get("rx_dropped"), Some(&3));
         assert_eq!(m.get("rx_ring_full"), Some(&40));
@@ -581,6 +582,7 @@ mod tests {
 
     #[test]
     fn many_vr_cases_only_where_they_apply() {
+        let _alone = crate::cores_alone();
         let c = cases_of(
             &[Profile::VrhostAfxdp, Profile::Kernel, Profile::KernelVr],
             64,

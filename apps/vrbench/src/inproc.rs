@@ -535,6 +535,7 @@ mod tests {
 
     #[test]
     fn ipv4_many_vrs_two_workers() {
+        let _alone = crate::cores_alone();
         let r = forwards_everything(
             Args {
                 vrs: 5,
@@ -549,6 +550,7 @@ mod tests {
 
     #[test]
     fn ipv6_routed_flows_hit_the_cache() {
+        let _alone = crate::cores_alone();
         let r = forwards_everything(
             Args {
                 vrs: 2,
@@ -567,6 +569,7 @@ mod tests {
 
     #[test]
     fn zipf_jumbo_frames() {
+        let _alone = crate::cores_alone();
         forwards_everything(
             Args {
                 routes: Some(5000),
@@ -580,6 +583,7 @@ mod tests {
 
     #[test]
     fn bad_settings_are_refused_with_the_flag_named() {
+        let _alone = crate::cores_alone();
         let mut t = topo::Tables::default();
         let sc = Scenario::from_args(
             &Args {

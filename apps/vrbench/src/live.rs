@@ -287,6 +287,7 @@ mod tests {
 
     #[test]
     fn bad_input_is_refused_with_what_to_change() {
+        let _alone = crate::cores_alone();
         let err = |l| format!("{:#}", spec(l).unwrap_err());
         assert!(err("--dut kernel --rate 0.05 --frame-size 63").contains("below 64"));
         assert!(err("--dut kernel --rate 0.05 --frame-size 1519").contains("MTU"));

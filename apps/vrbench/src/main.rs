@@ -35,10 +35,13 @@ mod measure;
 mod rt;
 mod syncbench;
 
-/// Unit tests that pin threads to cores and run timed traffic (a lab trial, the in-process
-/// tester, data-plane workers) take this, so that two never share the cores: the test
-/// harness runs tests in parallel, and a CI run lost frames in both of two such tests that
-/// ran at once.
+/// Every unit test of this binary takes this, so they run one at a time. Some pin
+/// `SCHED_FIFO` threads to cores and run timed traffic (a lab trial through the kernel with
+/// its NAPI thread pinned, the in-process tester and DUT worker); with any other test beside
+/// them, an ordinary thread runnable on their core, they lost frames in CI and locally (1.4 %
+/// at 2 Mpps through the in-process DUT, 0.3–1 % at 0.1 Mpps through the kernel lab) — the
+/// scheduler gives ordinary threads time even against `SCHED_FIFO` ones — and alone they
+/// did not. The binary's tests take about 10 s one at a time.
 #[cfg(test)]
 pub(crate) fn cores_alone() -> std::sync::MutexGuard<'static, ()> {
     static CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());

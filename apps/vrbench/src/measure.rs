@@ -1678,6 +1678,7 @@ mod tests {
     /// made, with a note; three times at most; other errors pass straight through.
     #[test]
     fn a_search_the_tester_cannot_feed_runs_again_under_what_it_made() {
+        let _alone = crate::cores_alone();
         use vrhost_bench::search::SearchError;
         use vrhost_bench::search::mlr::MlrSettings;
         use vrhost_bench::trial::TrialError;
@@ -1732,6 +1733,7 @@ mod tests {
     /// comes down until 80 % of it is offered in full; one that keeps up keeps its maximum.
     #[test]
     fn the_search_ceiling_is_what_the_tester_offers_paced() {
+        let _alone = crate::cores_alone();
         let mut tries = Vec::new();
         let max = super::paced_max(20e6, |load| {
             tries.push(load);
@@ -1760,6 +1762,7 @@ mod tests {
 
     #[test]
     fn lab_profiles_vary_only_what_the_lab_builds() {
+        let _alone = crate::cores_alone();
         for p in [
             Profile::VrhostAfxdp,
             Profile::VrhostAfpacket,
@@ -1804,6 +1807,7 @@ mod tests {
 
     #[test]
     fn default_scaling_points_skip_what_a_dut_cannot_vary() {
+        let _alone = crate::cores_alone();
         let (plan, skipped) = scaling_plan(&args(
             "--tests scaling --duts vrhost-inproc,kernel,kernel-macvlan",
         ))

@@ -111,6 +111,7 @@ mod tests {
     /// `tests/measure.rs`.)
     #[test]
     fn the_old_value_comes_back_on_drop() {
+        let _alone = crate::cores_alone();
         let p = std::env::temp_dir().join(format!("vrbench-rt-{}", std::process::id()));
         std::fs::write(&p, "950000\n").unwrap();
         let g = Unthrottled::apply_at(&p).unwrap();

@@ -81,6 +81,12 @@ fn trial(name: &str, args: &[&str]) -> Output {
 
 /// Run a trial and check what every modest-rate trial must show; returns the JSON.
 fn lossless_trial(tag: &str, args: &[&str], rate_pps: f64) -> Value {
+    trial_losing_at_most(tag, args, rate_pps, 0.0)
+}
+
+/// As [`lossless_trial`], but up to `max_loss` of the frames (a fraction) may be lost —
+/// every frame still accounted for, per stream, as received or lost.
+fn trial_losing_at_most(tag: &str, args: &[&str], rate_pps: f64, max_loss: f64) -> Value {
     let _one_at_a_time = serial();
     let name = unique(tag);
     let out = trial(&name, args);
@@ -105,17 +111,28 @@ fn lossless_trial(tag: &str, args: &[&str], rate_pps: f64) -> Value {
         (sent as f64 / want - 1.0) * 100.0,
         r["missed"]
     );
-    assert_eq!(n(&r["received"]), sent, "loss at a modest rate: {r:#}");
-    assert_eq!(n(&r["lost"]), 0);
+    let lost = n(&r["lost"]);
+    assert_eq!(n(&r["received"]) + lost, sent, "{r:#}");
+    assert!(
+        lost as f64 <= max_loss * sent as f64,
+        "loss at a modest rate: {r:#}"
+    );
     let mut per_stream_sent = 0;
     for s in r["streams"].as_array().unwrap() {
-        assert_eq!(n(&s["received"]), n(&s["sent"]), "stream: {s:#}");
+        assert_eq!(
+            n(&s["received"]) + n(&s["lost"]),
+            n(&s["sent"]),
+            "stream: {s:#}"
+        );
         assert_eq!(n(&s["duplicated"]), 0, "{s:#}");
         // The kernel's veth and bridge path can run a hop's receive work on either CPU, so a
         // few frames of a stream may really be reordered there (seen in CI: 2 of 20,000);
         // more than 0.1 % would be the sink's mistake.
         assert!(n(&s["reordered"]) * 1000 <= n(&s["received"]), "{s:#}");
-        assert_eq!(n(&s["lost"]), 0);
+        assert!(
+            n(&s["lost"]) as f64 <= max_loss * n(&s["sent"]) as f64,
+            "{s:#}"
+        );
         let lat = &s["latency"];
         assert_eq!(n(&lat["samples"]), n(&s["received"]));
         assert!(n(&lat["min_ns"]) > 0, "{lat:#}");
@@ -145,16 +162,20 @@ fn kernel_forwards_every_frame_at_50_kpps() {
 /// From 100 kpps the generator sends in long runs paced by its program, a few ms each (one
 /// short run per burst below): the kernel, forwarding on its own core (its NAPI pinned
 /// there), still gets the asked rate — with short runs it got under half of 1 Mpps, each
-/// frame taking a fresh page — and every frame arrives.
+/// frame taking a fresh page — and its frames arrive. Not every one: in about 2 runs of 5
+/// the kernel lost 0.1–0.9 % here, each frame counted by `a0` as an `xdp_xmit_errors`
+/// (`p0`'s 256-entry ring full while its pinned NAPI thread was held off for over 1 ms;
+/// see `LONG_RUNS_FROM_PPS` in `live/generator.rs`), so up to 2 % is allowed.
 #[test]
-fn kernel_on_its_own_core_gets_every_frame_of_long_paced_runs() {
+fn kernel_on_its_own_core_gets_the_frames_of_long_paced_runs() {
     if !vrhost_lab::require_root("vrbench trial through the kernel") {
         return;
     }
-    let r = lossless_trial(
+    let r = trial_losing_at_most(
         "tll",
         &["--dut", "kernel", "--rate", "0.2", "--seconds", "1"],
         200e3,
+        0.02,
     );
     let runs = r["bursts"].as_u64().unwrap();
     let sent = r["sent"].as_u64().unwrap();

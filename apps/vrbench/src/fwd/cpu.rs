@@ -140,6 +140,7 @@ mod tests {
 
     #[test]
     fn stat_fields_are_read_past_the_command_name() {
+        let _alone = crate::cores_alone();
         let s = "42 (a b) c) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15";
         // utime is field 14, stime 15.
         assert_eq!(ticks_of(s, &[14, 15]), 11 + 12);

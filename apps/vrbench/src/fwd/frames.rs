@@ -74,6 +74,7 @@ mod tests {
 
     #[test]
     fn frames_follow_the_plan_with_valid_checksums() {
+        let _alone = crate::cores_alone();
         let f = frame(3, false);
         assert_eq!(&f[0..6], &addressing::vif_mac(3, Side::A).octets());
         assert_eq!(&f[6..12], &addressing::side_mac(Side::A).octets());

@@ -250,6 +250,7 @@ mod tests {
 
     #[test]
     fn the_program_loads_and_counts_nothing_yet() {
+        let _alone = crate::cores_alone();
         if !vrhost_lab::require_root("generator program load") {
             return;
         }

@@ -629,6 +629,7 @@ mod tests {
 
     #[test]
     fn ipv4_frames_carry_the_sequence_with_valid_checksums() {
+        let _alone = crate::cores_alone();
         let pool = Pool::new(1024);
         let dsts = [0x0102_0304u32, 0xc633_6401, 0xffff_fffe, 0x0000_0001];
         let seq = Seq::V4(dsts.iter().map(|&addr| Dst4 { addr, vr: 0 }).collect());
@@ -666,6 +667,7 @@ mod tests {
 
     #[test]
     fn ipv6_frames_have_valid_udp_checksums() {
+        let _alone = crate::cores_alone();
         let pool = Pool::new(1024);
         let a: Ipv6Addr = "2001:db8:ff::9".parse().unwrap();
         let b: Ipv6Addr = "2a00:1:2:3:4:5:6:ffff".parse().unwrap();
@@ -693,6 +695,7 @@ mod tests {
 
     #[test]
     fn paced_generator_offers_the_rate_and_counts_overflow() {
+        let _alone = crate::cores_alone();
         let pool = Pool::new(4096);
         let seq = Seq::V4(vec![Dst4 { addr: 1, vr: 0 }; 4].into());
         let hz = crate::inproc::tsc_hz(std::time::Duration::from_millis(20));
@@ -718,6 +721,7 @@ mod tests {
 
     #[test]
     fn a_restarted_offer_counts_nothing_from_before_the_restart() {
+        let _alone = crate::cores_alone();
         let pool = Pool::new(4096);
         let seq = Seq::V4(vec![Dst4 { addr: 1, vr: 0 }; 4].into());
         let (mut g, _prod) = generator(&pool, template4(MAC, 60), seq, Offer::Rate(1e6), 256);

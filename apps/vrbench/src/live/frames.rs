@@ -327,6 +327,7 @@ mod tests {
 
     #[test]
     fn stamped_frames_parse_with_valid_checksums_at_every_size() {
+        let _alone = crate::cores_alone();
         for size in [64u16, 65, 128, 570, 1024, 1518] {
             let t = template(3, 3, size);
             let mut f = run_frame(&t, size);
@@ -347,6 +348,7 @@ mod tests {
     /// destination (across a carry in the address's low word too).
     #[test]
     fn swept_destinations_keep_both_checksums_valid() {
+        let _alone = crate::cores_alone();
         let base = Ipv4Addr::new(100, 64, 255, 250);
         for size in [64u16, 1518] {
             let t = template_flows(2, 2, size, base, 10);
@@ -368,6 +370,7 @@ mod tests {
 
     #[test]
     fn sizes_outside_64_to_1518_are_refused_with_the_reason() {
+        let _alone = crate::cores_alone();
         assert!(check_size(63).unwrap_err().contains("below 64"));
         assert!(check_size(1519).unwrap_err().contains("MTU 1500"));
         assert!(check_size(64).is_ok() && check_size(1518).is_ok());

@@ -112,6 +112,14 @@ pub(crate) fn realtime() {
 /// ([`Generator::long_runs`]); below it, in one short run per burst, sleeping between them.
 /// At low rates a fresh page per frame costs little, and spinning through a run between
 /// frames far apart would hold the generator's core for nothing.
+///
+/// Not understood yet: through the kernel with its NAPI thread pinned to the other core,
+/// some trials lose a few frames — 0.1–0.9 % at 0.1–0.2 Mpps (long runs) in about 2 runs of
+/// 5, and once 14 of 49,990 at 50 kpps (short runs) in a fresh lab (2026-11-27, Linux
+/// 6.18) — and `a0` counts exactly those frames as `xdp_xmit_errors`: `p0`'s 256-entry ring
+/// was full, its NAPI thread held off for over 1 ms. A bucket of 128 instead of 256 frames
+/// did not help (3 runs of 6 lost); `--rx-napi inline` lost nothing in the same runs. So
+/// it is the DUT's loss, as the trial reports it; the tests through this path allow a little.
 pub(crate) const LONG_RUNS_FROM_PPS: f64 = 100_000.0;
 /// The time one long run aims at (at most).
 const LONG_RUN_NS: f64 = 2_000_000.0;
@@ -722,6 +730,7 @@ mod tests {
     /// numbers per stream from 0, a fresh timestamp, a valid checksum.
     #[test]
     fn the_program_stamps_like_the_reference() {
+        let _alone = crate::cores_alone();
         if !vrhost_lab::require_root("generator program test run") {
             return;
         }
@@ -758,6 +767,7 @@ mod tests {
     /// unpaced; switched off, it sends every frame again.
     #[test]
     fn the_program_paces_frames_as_they_fall_due() {
+        let _alone = crate::cores_alone();
         if !vrhost_lab::require_root("generator program test run") {
             return;
         }
@@ -791,6 +801,7 @@ mod tests {
     /// address's low word.
     #[test]
     fn the_program_sweeps_destinations_like_the_reference() {
+        let _alone = crate::cores_alone();
         if !vrhost_lab::require_root("generator program test run") {
             return;
         }
@@ -820,6 +831,7 @@ mod tests {
     /// the 7:4:1 order per stream, every frame signed with a valid checksum.
     #[test]
     fn imix_frames_come_in_their_sizes_and_order() {
+        let _alone = crate::cores_alone();
         if !vrhost_lab::require_root("generator program test run") {
             return;
         }

@@ -125,18 +125,39 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let mut m = LabMeasurer::new(&mut lab, stop);
         m.template.warmup = Duration::from_millis(100);
-        let mut settings = Rfc2544Settings::new(10e3, 100e3);
+        // 50 kpps at most: below LONG_RUNS_FROM_PPS, where the kernel with its NAPI pinned lost a
+        // few hundred frames in some runs (see `generator.rs`, `LONG_RUNS_FROM_PPS`); this
+        // test is about the plumbing.
+        let mut settings = Rfc2544Settings::new(10e3, 50e3);
         settings.trial_duration = Duration::from_millis(500);
         settings.resolution = Resolution::Relative(0.5);
         // What is tested is the plumbing; the generator's accuracy (which a busy host can
         // spoil for a moment) is checked by tests/live.rs and reported as `missed`.
         settings.max_shortfall = None;
         let res = rfc2544::search(&mut m, &settings).unwrap();
-        assert_eq!(res.outcome, Rfc2544Outcome::MaxLoadLossless, "{res:?}");
+        // Lossless at the maximum load nearly always; but the kernel with its NAPI pinned to
+        // the other core dropped a few dozen frames of a fresh lab's first trial in some runs
+        // (62 of 24,997), and then the search goes on below, as it should.
         let t = &res.trials[0];
-        assert_eq!(t.offered_load, 100e3);
-        assert!(t.sent > 0 && t.sent <= 50_000, "{t:?}");
-        assert_eq!(t.received, t.sent);
+        match res.outcome {
+            Rfc2544Outcome::MaxLoadLossless => {
+                assert_eq!(res.trials.len(), 1, "{res:?}");
+                assert_eq!(t.received, t.sent);
+            }
+            Rfc2544Outcome::Converged => {
+                assert!(
+                    t.received < t.sent && t.received * 100 >= t.sent * 99,
+                    "{t:?}"
+                );
+                let tp = res.throughput.expect("a lossless load below");
+                assert!((10e3..50e3).contains(&tp), "{res:?}");
+                let last = res.trials.iter().find(|t| t.offered_load == tp).unwrap();
+                assert_eq!(last.received, last.sent, "{res:?}");
+            }
+            other => panic!("{other:?}: {res:?}"),
+        }
+        assert_eq!(t.offered_load, 50e3);
+        assert!(t.sent > 0 && t.sent <= 25_000, "{t:?}");
         assert!(t.latency.as_ref().is_some_and(|l| l.min_ns > 0));
         assert!(m.last.as_ref().is_some_and(|l| l.streams.len() == 1));
         drop(m);

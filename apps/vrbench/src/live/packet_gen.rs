@@ -276,6 +276,7 @@ mod tests {
 
     #[test]
     fn streams_carry_the_lab_addresses_and_share_the_rate_by_weight() {
+        let _alone = crate::cores_alone();
         let s = streams(
             3,
             Size::Fixed(128),

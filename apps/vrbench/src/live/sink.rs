@@ -548,6 +548,7 @@ mod tests {
     /// lost, reordered, duplicated, too-old and foreign frames are each counted exactly.
     #[test]
     fn the_sink_counts_loss_reordering_and_duplicates_exactly() {
+        let _alone = crate::cores_alone();
         if !vrhost_lab::require_root("sink program test run") {
             return;
         }
@@ -605,6 +606,7 @@ mod tests {
     /// The program's bucket for crafted latencies matches `histogram::bucket_of`.
     #[test]
     fn the_program_buckets_like_the_reference() {
+        let _alone = crate::cores_alone();
         if !vrhost_lab::require_root("sink program test run") {
             return;
         }

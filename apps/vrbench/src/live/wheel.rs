@@ -155,12 +155,14 @@ mod tests {
 
     #[test]
     fn equal_weights_rotate_one_by_one() {
+        let _alone = crate::cores_alone();
         assert_eq!(wheel(&[1.0, 1.0, 1.0]), [0, 1, 2]);
         assert_eq!(wheel(&[5.0]), [0]);
     }
 
     #[test]
     fn integer_weights_are_exact_and_spread() {
+        let _alone = crate::cores_alone();
         let w = wheel(&[3.0, 1.0]);
         assert_eq!(w, [0, 0, 1, 0]);
         assert_eq!(shares(&w, 2), [3, 1]);
@@ -173,6 +175,7 @@ mod tests {
 
     #[test]
     fn fractional_weights_within_a_tenth_of_a_percent() {
+        let _alone = crate::cores_alone();
         let weights = [0.01, 1.0, 1.0, 1.0];
         let w = wheel(&weights);
         let c = shares(&w, 4);
