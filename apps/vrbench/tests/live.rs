@@ -1,7 +1,7 @@
 //! `vrbench trial` end to end through lab DUTs at a modest rate (50 kpps for 1 s, far below
 //! what any profile forwards): the sink receives every frame the generator sent, per
-//! stream (through the kernel profiles, whose pinned NAPI thread really drops a few now and
-//! then, every frame received or counted lost, at most 0.2 % lost), with positive latencies
+//! stream (the kernel profiles with their NAPI inline: pinned, it really drops a few now and
+//! then; at most 0.1 % lost, every frame received or counted lost), with positive latencies
 //! below 100 ms; the generator hits the asked rate within
 //! 10 % (a function check; see the figures in `live.rs` for the accuracy); weights split
 //! the rate exactly (with IMIX frames); bad input is refused before any namespace exists;
@@ -83,15 +83,23 @@ fn trial(name: &str, args: &[&str]) -> Output {
 
 /// Run a trial and check what every modest-rate trial must show; returns the JSON.
 fn lossless_trial(tag: &str, args: &[&str], rate_pps: f64) -> Value {
-    // The kernel profiles forward in `p0`'s NAPI thread pinned to the DUT core, and that
-    // path really loses a few frames now and then (19, 14 and 31 of 50,000 in three runs of
-    // dozens: `a0` counts them as `xdp_xmit_errors`, `p0`'s ring full while the thread was
-    // held off; see `LONG_RUNS_FROM_PPS` in `live/generator.rs`). vrbench reports that as
-    // the DUT's loss; what these tests check is that every frame is accounted for.
+    // The kernel profiles' default is `p0`'s NAPI in a thread pinned to the DUT core, and
+    // that path really loses frames now and then (14–31 of 50,000 locally, 233 in one CI
+    // run: `a0` counts them as `xdp_xmit_errors`, `p0`'s ring full while the thread was held
+    // off; see `LONG_RUNS_FROM_PPS` in `live/generator.rs`). These tests check vrbench's
+    // counting, not that path (`kernel_on_its_own_core_…` below and the NAPI unit test in
+    // `live/dut.rs` do), so the kernel profiles run with the NAPI inline here, which lost
+    // nothing in the same series; a tenth of a percent is still allowed, every frame
+    // accounted for.
     let kernel = args
         .windows(2)
         .any(|w| w[0] == "--dut" && w[1].starts_with("kernel"));
-    trial_losing_at_most(tag, args, rate_pps, if kernel { 0.002 } else { 0.0 })
+    if kernel && !args.contains(&"--rx-napi") {
+        let mut with = args.to_vec();
+        with.extend(["--rx-napi", "inline"]);
+        return trial_losing_at_most(tag, &with, rate_pps, 0.001);
+    }
+    trial_losing_at_most(tag, args, rate_pps, 0.0)
 }
 
 /// As [`lossless_trial`], but up to `max_loss` of the frames (a fraction) may be lost —
@@ -239,8 +247,12 @@ fn vrhost_gives_each_vr_idle_vifs_on_p0() {
     // While it runs, each VR's control namespace has its VIFs' taps.
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = Vec::new();
+    let mut last = String::new();
     while seen.len() < 2 {
-        assert!(Instant::now() < deadline, "no control namespaces: {seen:?}");
+        assert!(
+            Instant::now() < deadline,
+            "control namespaces with their VIFs: {seen:?}; last seen:\n{last}"
+        );
         let fresh: Vec<String> = namespaces_of(&name)
             .into_iter()
             .filter(|n| n.contains("-c-") && !seen.contains(n))
@@ -255,13 +267,15 @@ fn vrhost_gives_each_vr_idle_vifs_on_p0() {
                 .lines()
                 .filter_map(|l| l.split_whitespace().next())
                 .collect();
-            if names.len() < 6 {
-                continue; // Still being made.
+            last = links.clone();
+            // Still being made: the taps come first, their MACs a moment later (a CI run
+            // saw x2–x4 with the kernel's random MACs).
+            if names.len() < 6 || !links.contains("02:76:73:04:00:0") {
+                continue;
             }
             for want in ["a", "b", "x2", "x3", "x4"] {
                 assert!(names.contains(&want), "{ns}: {links}");
             }
-            assert!(links.contains("02:76:73:04:00:0"), "{ns}: {links}");
             seen.push(ns);
         }
         std::thread::sleep(Duration::from_millis(50));
