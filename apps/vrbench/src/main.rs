@@ -36,12 +36,13 @@ mod rt;
 mod syncbench;
 
 /// Every unit test of this binary takes this, so they run one at a time. Some pin
-/// `SCHED_FIFO` threads to cores and run timed traffic (a lab trial through the kernel with
-/// its NAPI thread pinned, the in-process tester and DUT worker); with any other test beside
-/// them, an ordinary thread runnable on their core, they lost frames in CI and locally (1.4 %
-/// at 2 Mpps through the in-process DUT, 0.3–1 % at 0.1 Mpps through the kernel lab) — the
-/// scheduler gives ordinary threads time even against `SCHED_FIFO` ones — and alone they
-/// did not. The binary's tests take about 10 s one at a time.
+/// `SCHED_FIFO` threads to cores and run timed traffic (the in-process tester and DUT
+/// worker, a lab trial through the kernel with its NAPI thread pinned). With any other test
+/// beside it — an ordinary thread runnable on its core — the in-process DUT lost 1.4 % at
+/// 2 Mpps in CI and locally (the scheduler gives ordinary threads time even against
+/// `SCHED_FIFO` ones), and alone it did not. (The kernel lab's losses turned out to come
+/// from the pinned NAPI path itself: see `LONG_RUNS_FROM_PPS` in `live/generator.rs`.) The
+/// binary's tests take about 10 s one at a time.
 #[cfg(test)]
 pub(crate) fn cores_alone() -> std::sync::MutexGuard<'static, ()> {
     static CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -392,7 +392,7 @@ fn a_really_slow_path_is_caught_by_the_tsc_watchdog() {
 /// quarantined and forwards every packet. (Before, three such vectors in 32 cut the
 /// tenant off until an operator released it.) The budget leaves the vector's own CPU time
 /// (the path, the sleep's system call and wake-up) a wide margin: with 100,000 cycles
-/// (~40 µs) a loaded CI machine charged three vectors of 40 over it, and quarantined.
+/// (~40 µs) a loaded CI machine charged at least three vectors of 40 over it, and quarantined.
 #[test]
 fn a_preempted_worker_does_not_get_its_vrs_quarantined() {
     let mut rig = rig(2, |_, _| {});

@@ -114,7 +114,7 @@ pub(crate) fn realtime() {
 /// frames far apart would hold the generator's core for nothing.
 ///
 /// Not understood yet: through the kernel with its NAPI thread pinned to the other core,
-/// some trials lose a few frames — 0.1–0.9 % at 0.1–0.2 Mpps (long runs) in about 2 runs of
+/// some trials lose a few frames — 0.1–1.2 % at 0.1–0.2 Mpps (long runs) in about 2 runs of
 /// 5, and once 14 of 49,990 at 50 kpps (short runs) in a fresh lab (2026-11-27, Linux
 /// 6.18) — and `a0` counts exactly those frames as `xdp_xmit_errors`: `p0`'s 256-entry ring
 /// was full, its NAPI thread held off for over 1 ms. A bucket of 128 instead of 256 frames

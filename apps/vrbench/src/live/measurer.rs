@@ -125,9 +125,8 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let mut m = LabMeasurer::new(&mut lab, stop);
         m.template.warmup = Duration::from_millis(100);
-        // 50 kpps at most: below LONG_RUNS_FROM_PPS, where the kernel with its NAPI pinned lost a
-        // few hundred frames in some runs (see `generator.rs`, `LONG_RUNS_FROM_PPS`); this
-        // test is about the plumbing.
+        // 50 kpps at most: this test is about the plumbing, and the kernel with its NAPI
+        // pinned loses more the faster it is fed (see `LONG_RUNS_FROM_PPS` in `generator.rs`).
         let mut settings = Rfc2544Settings::new(10e3, 50e3);
         settings.trial_duration = Duration::from_millis(500);
         settings.resolution = Resolution::Relative(0.5);

@@ -18,7 +18,10 @@
 //! peer's ring is full), leaving the rest on the ring; with one `sendto` per burst the
 //! generator then sent one frame per call and offered 0.07 Mpps where it can 0.8 (`--rate
 //! max` through `--dut kernel`), so `Immediate` calls again until the ring is empty, as
-//! `sendmmsg` goes on past a dropped frame. The port attaches its steering program to
+//! `sendmmsg` goes on past a dropped frame. Only here, not in `XskTx::flush` itself: a
+//! generator must offer every frame it counts as sent, while a vrhost worker facing a full
+//! peer is better off leaving the rest on the ring (its `tx_burst` then drops at once,
+//! counted "tx-full") than spending a system call on each frame the kernel drops. The port attaches its steering program to
 //! `a0`, which receives nothing in a trial.
 //!
 //! **The ceiling.** One `sendmmsg` per vector, each frame copied into an `sk_buff`, and on
