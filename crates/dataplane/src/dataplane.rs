@@ -25,6 +25,7 @@ use crate::counters::{
 };
 use crate::demux::{PortDemux, VifRef};
 use crate::error::DpError;
+use crate::fastpath::FastPath;
 use crate::neigh::NeighTable;
 use crate::policer::Policer;
 use crate::pool::{MAX_FRAME, Pkt, Pool};
@@ -59,6 +60,17 @@ pub(crate) struct VrSnap {
     pub(crate) vifs: Arc<[Option<Arc<Vif>>]>,
     /// The worker that runs it.
     pub(crate) owner: usize,
+    /// Changes to its VIFs so far: part of its fast generation, read with the VIFs it
+    /// describes (see [`crate::fastpath`]).
+    pub(crate) vif_epoch: u64,
+}
+
+impl VrSnap {
+    /// The VR's fast generation as seen with this snapshot's VIFs.
+    #[inline]
+    pub(crate) fn fast_generation(&self) -> u64 {
+        self.vr.fast_generation() + self.vif_epoch
+    }
 }
 
 /// Everything about the topology a worker reads, replaced whole on change.
@@ -158,6 +170,10 @@ pub(crate) struct Shared {
     /// worker looks at its VRs' inject queues only when there may be something in them
     /// (two cache lines per VR per poll otherwise).
     pub(crate) inject_bell: Box<[CachePadded<AtomicU64>]>,
+    /// The fast path in front of the data plane, if any (see [`crate::fastpath`]).
+    pub(crate) fast: std::sync::OnceLock<Arc<dyn FastPath>>,
+    /// VRs created so far: each new VR's fast generations start above every earlier one's.
+    fast_seq: AtomicU64,
 }
 
 impl Shared {
@@ -301,6 +317,8 @@ impl Dataplane {
             scheduler: AtomicU8::new(0),
             watchdog_budget: AtomicU64::new(0),
             watchdog_strikes: AtomicU32::new(3),
+            fast: std::sync::OnceLock::new(),
+            fast_seq: AtomicU64::new(0),
         })))
     }
 
@@ -493,6 +511,9 @@ impl Dataplane {
             weight: AtomicU32::new(config.weight),
             quarantined: AtomicBool::new(false),
             policer,
+            fast_base: (self.0.fast_seq.fetch_add(1, Ordering::Relaxed) + 1)
+                << crate::fastpath::BASE_SHIFT,
+            fast_epoch: AtomicU64::new(0),
             fib4: Fib4::with_config(FibConfig {
                 top_bits: config.fib4_top_bits,
             }),
@@ -518,6 +539,7 @@ impl Dataplane {
                 vr: vr.clone(),
                 vifs: Arc::from(Vec::new()),
                 owner,
+                vif_epoch: 0,
             });
         });
         Ok(vr)
@@ -538,6 +560,9 @@ impl Dataplane {
             }
             snap.vrs[usize::from(s.vr.id)] = None;
         });
+        if let Some(fp) = self.0.fast.get() {
+            fp.publish(s.vr.id, crate::fastpath::retired(s.vr.fast_base));
+        }
         Ok(())
     }
 
@@ -561,7 +586,24 @@ impl Dataplane {
         let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
         check_policer(&format!("virtual router {name:?}"), pps, bps)?;
         s.vr.policer.set(pps, bps);
+        s.vr.bump_fast();
         Ok(())
+    }
+
+    /// Put a fast path in front of the data plane (see [`crate::fastpath`]): workers offer it
+    /// their plain IPv4 forwarding decisions and publish each VR's generation to it. Once per
+    /// data plane, before traffic: a second call is refused.
+    pub fn set_fast_path(&self, fp: Arc<dyn FastPath>) -> Result<(), DpError> {
+        self.0
+            .fast
+            .set(fp)
+            .map_err(|_| bad("data plane", "fast_path", "already set"))
+    }
+
+    /// Packets and bytes the fast path forwarded for VR `name` (zeros without one).
+    pub fn fast_counts(&self, name: &str) -> Result<(u64, u64), DpError> {
+        let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
+        Ok(self.0.fast.get().map_or((0, 0), |fp| fp.counts(s.vr.id)))
     }
 
     /// Share workers by packets or by CPU cycles (takes effect at the next vector).
@@ -648,6 +690,7 @@ impl Dataplane {
     pub fn release_vr(&self, name: &str) -> Result<bool, DpError> {
         let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
         let was = s.vr.quarantined.swap(false, Ordering::Relaxed);
+        s.vr.bump_fast();
         self.0.quarantine_gen.fetch_add(1, Ordering::Release);
         Ok(was)
     }
@@ -1024,6 +1067,7 @@ impl Dataplane {
                 vr: s.vr.clone(),
                 vifs: vifs.into(),
                 owner: s.owner,
+                vif_epoch: s.vif_epoch + 1,
             });
         });
         Ok(id)
@@ -1059,6 +1103,7 @@ impl Dataplane {
                 vr: s.vr.clone(),
                 vifs: vifs.into(),
                 owner: s.owner,
+                vif_epoch: s.vif_epoch + 1,
             });
         });
         Ok(())
@@ -1099,6 +1144,7 @@ impl Dataplane {
                 vr: s.vr.clone(),
                 vifs: vifs.into(),
                 owner: s.owner,
+                vif_epoch: s.vif_epoch + 1,
             });
         });
         Ok(())

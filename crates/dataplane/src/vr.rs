@@ -9,7 +9,7 @@
 //! ifindexes to VIF ids when it mirrors routes.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_queue::ArrayQueue;
@@ -252,6 +252,10 @@ pub struct Vr {
     /// Set by the owner's watchdog, cleared by [`crate::Dataplane::release_vr`].
     pub(crate) quarantined: AtomicBool,
     pub(crate) policer: Policer,
+    /// Where its fast generations start (unique to this VR; see [`crate::fastpath`]).
+    pub(crate) fast_base: u64,
+    /// Bumped on every change to its VIFs, policer or quarantine (see [`crate::fastpath`]).
+    pub(crate) fast_epoch: AtomicU64,
     /// IPv4 routes.
     pub fib4: Fib4,
     /// IPv6 routes.
@@ -309,6 +313,22 @@ impl Vr {
     /// dropped at demux as `vr-quarantined`, until released.
     pub fn quarantined(&self) -> bool {
         self.quarantined.load(Ordering::Relaxed)
+    }
+
+    /// The part of the VR's fast generation kept in the VR (see [`crate::fastpath`]; the
+    /// snapshot adds its VIFs' epoch): it grows with every change to routes, neighbours,
+    /// policer or quarantine.
+    pub(crate) fn fast_generation(&self) -> u64 {
+        let g = self.fib4.generation()
+            + self.neigh.generation()
+            + self.fast_epoch.load(Ordering::Acquire)
+            + 1;
+        self.fast_base + g.min((1 << crate::fastpath::BASE_SHIFT) - 2)
+    }
+
+    /// Make every fast-path entry of the VR stale.
+    pub(crate) fn bump_fast(&self) {
+        self.fast_epoch.fetch_add(1, Ordering::Release);
     }
 
     /// Current scheduling weight.

@@ -299,6 +299,8 @@ pub struct Worker {
     quarantine_seen: u64,
     /// This worker's `Shared::inject_bell` when its VRs' inject queues were last looked at.
     inject_seen: u64,
+    /// The fast generation this worker last published for each VR (by id).
+    fast_published: Vec<u64>,
 }
 
 impl core::fmt::Debug for Worker {
@@ -340,6 +342,7 @@ impl Worker {
             scratch: Scratch::new(),
             quarantine_seen: 0,
             inject_seen: 0,
+            fast_published: Vec::new(),
         };
         w.refresh();
         w.adopt();
@@ -427,6 +430,23 @@ impl Worker {
         }
         if !self.adopting_rx.is_empty() {
             self.adopt_rx();
+        }
+        if let Some(fp) = self.sh.fast.get() {
+            // The fast path forwards by a VR's old decisions until this tells it they are.
+            for &id in &self.owned {
+                let i = usize::from(id);
+                let Some(l) = self.vrs.get(i).and_then(Option::as_ref) else {
+                    continue;
+                };
+                let g = l.snap.fast_generation();
+                if self.fast_published.len() <= i {
+                    self.fast_published.resize(i + 1, 0);
+                }
+                if self.fast_published[i] != g {
+                    self.fast_published[i] = g;
+                    fp.publish(id, g);
+                }
+            }
         }
         let now_ns = self.sh.now_ns();
         self.now_ns = now_ns;
@@ -1118,6 +1138,13 @@ impl Worker {
             return 0;
         }
         let LocalVr { snap, .. } = l;
+        // The fast generation is read before the vector's lookups (see `crate::fastpath`).
+        let fast = self
+            .sh
+            .fast
+            .get()
+            .filter(|_| !snap.vr.policer.active())
+            .map(|f| &**f);
         let mut cx = Ctx {
             pool,
             worker: self.id,
@@ -1130,6 +1157,7 @@ impl Worker {
             st: &mut o.state,
             now_ns,
             waited,
+            fast: fast.map(|f| (f, snap.fast_generation())),
         };
         let n = injected + input.len();
         crate::node::input::inject(&mut cx, &mut v);
@@ -1185,6 +1213,7 @@ impl Worker {
             crate::sched::Verdict::Quarantine => {
                 c.watchdog_offences.add(1);
                 snap.vr.quarantined.store(true, Ordering::Relaxed);
+                snap.vr.bump_fast();
                 self.sh.quarantine_gen.fetch_add(1, Ordering::Release);
                 o.quarantined = true;
             }

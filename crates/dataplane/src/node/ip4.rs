@@ -13,10 +13,12 @@ use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::icmpv4::DstUnreachable;
 
 use crate::counters::{Drop, Node};
+use crate::fastpath::{FastFlow, FastPath};
 use crate::flow;
 use crate::node::icmp::{self, Icmp4};
 use crate::node::{Ctx, Scratch, adjcache, cycles, l2};
 use crate::vector::{PktVec, VECTOR};
+use crate::vr::{DemuxKey, Vif};
 
 const _: () = assert!(VECTOR <= BATCH);
 
@@ -193,6 +195,8 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     for (i, mut p) in v.drain(..).enumerate() {
         let dst = dsts[i];
         let cached = hits[i].and_then(|(vif, mac)| cx.vif(vif).map(|o| (o, mac)));
+        // Whether the decision holds for every packet to `dst` (not one ECMP member's).
+        let mut per_dst = true;
         let (out, mac) = match cached {
             Some(hit) => hit,
             None => {
@@ -217,6 +221,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     if use_fc && !from_ecmp {
                         cx.st.fc4.put(dst.to_bits(), generation, vif, mac);
                     }
+                    per_dst = !from_ecmp;
                     (out, mac)
                 } else {
                     let Some(set) = cx.vr.fib4.nexthops(id, &guard) else {
@@ -225,6 +230,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     };
                     let l3 = usize::from(pool.meta(&p).l3);
                     let ecmp = set.hops().len() > 1;
+                    per_dst = !ecmp;
                     let hop = if ecmp {
                         set.select(flow::hash_v4(&pool.frame(&p)[l3..]))
                     } else {
@@ -316,14 +322,20 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                         out.config.vlan,
                         0x0800,
                     );
+                    let from = (m.port, m.vif);
                     m.port = port;
                     m.vif = out.id;
-                    Some(m.len)
+                    Some((m.len, from))
                 }
                 _ => None,
             }
         };
-        if let Some(len) = sent {
+        if let Some((len, (in_port, in_vif))) = sent {
+            if let Some((fp, fast_gen)) = cx.fast
+                && per_dst
+            {
+                offer(cx, fp, fast_gen, (in_port, in_vif), dst, out, mac);
+            }
             cx.send_tagged(p, port, out.id, len);
             continue;
         }
@@ -349,6 +361,36 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
         }
     }
     cx.count(Node::Forward, n, cycles().wrapping_sub(t1));
+}
+
+/// Offer the fast path a plain forwarding decision for `dst` (see [`crate::fastpath`]): only
+/// between untagged VIFs, the ingress one demultiplexed by its MAC alone (what a frame's
+/// port and destination MAC identify).
+#[inline(never)]
+fn offer(
+    cx: &Ctx<'_>,
+    fp: &dyn FastPath,
+    generation: u64,
+    (in_port, in_vif): (u16, u16),
+    dst: Ipv4Addr,
+    out: &Vif,
+    mac: [u8; 6],
+) {
+    let Some(vin) = cx.vif(in_vif) else { return };
+    if vin.config.vlan.is_some() || vin.config.key != DemuxKey::Mac || out.config.vlan.is_some() {
+        return;
+    }
+    fp.offer(&FastFlow {
+        vr: cx.vr.id,
+        generation,
+        in_port,
+        in_mac: vin.config.mac.0,
+        dst,
+        out_port: out.config.port,
+        dst_mac: mac,
+        src_mac: out.config.mac.0,
+        mtu: out.config.mtu,
+    });
 }
 
 #[cfg(test)]

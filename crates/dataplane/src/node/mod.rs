@@ -70,6 +70,10 @@ pub(crate) struct Ctx<'a> {
     pub(crate) now_ns: u64,
     /// The vector waited in the ingress ring over more than one poll.
     pub(crate) waited: bool,
+    /// The fast path to offer decisions to, and the VR's fast generation read before this
+    /// vector's lookups (see [`crate::fastpath`]); `None` without a fast path or while the
+    /// VR is policed.
+    pub(crate) fast: Option<(&'a dyn crate::fastpath::FastPath, u64)>,
 }
 
 impl<'a> Ctx<'a> {
