@@ -74,6 +74,9 @@ pub trait FastPath: Send + Sync {
     fn publish(&self, vr: VrId, generation: u64);
     /// Packets and bytes the fast path forwarded for VR `vr` so far.
     fn counts(&self, vr: VrId) -> (u64, u64);
+    /// Called by every worker once per poll (cheap: a few loads), for whatever the fast
+    /// path keeps in step with the ports.
+    fn tick(&self) {}
 }
 
 /// The generation that retires every entry of a VR whose generations start at `base`.

@@ -432,6 +432,7 @@ impl Worker {
             self.adopt_rx();
         }
         if let Some(fp) = self.sh.fast.get() {
+            fp.tick();
             // The fast path forwards by a VR's old decisions until this tells it they are.
             for &id in &self.owned {
                 let i = usize::from(id);

@@ -80,7 +80,7 @@
 //! for); their slots are returned to the pool right after `close`, as every AF_XDP
 //! application frees its UMEM then. Copy mode has no such window.
 
-mod bpf;
+pub(crate) mod bpf;
 mod lent;
 mod queue;
 mod ring;
@@ -342,6 +342,18 @@ impl XdpPort {
         pool: &Arc<Pool>,
         opts: &XdpOptions,
     ) -> Result<XdpPort, XdpError> {
+        XdpPort::open_with(ifname, queues, pool, opts, None)
+    }
+
+    /// [`XdpPort::open`], with the quickpath program (`crate::quickpath`) in front of the
+    /// sockets when `quickpath` is given.
+    pub fn open_with(
+        ifname: &str,
+        queues: u32,
+        pool: &Arc<Pool>,
+        opts: &XdpOptions,
+        quickpath: Option<&Arc<crate::quickpath::Quickpath>>,
+    ) -> Result<XdpPort, XdpError> {
         let bad = |field, value: u64, reason| XdpError::BadOption {
             ifname: ifname.to_string(),
             field,
@@ -379,7 +391,11 @@ impl XdpPort {
             }
         };
         let map = Arc::new(XskMap::create(queues).map_err(bpf_err("BPF_MAP_CREATE"))?);
-        let prog = bpf::load(&map).map_err(|e| XdpError::Verifier {
+        let prog = match quickpath {
+            Some(qp) => bpf::load_quickpath(&map, qp),
+            None => bpf::load(&map),
+        }
+        .map_err(|e| XdpError::Verifier {
             ifname: ifname.to_string(),
             source: e.source,
             log: e.log,

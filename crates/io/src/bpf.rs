@@ -37,6 +37,8 @@ pub const MAP_ARRAY: u32 = 2;
 pub const MAP_PERCPU_ARRAY: u32 = 6;
 /// `BPF_MAP_TYPE_XSKMAP`: rx queue index → AF_XDP socket.
 pub const MAP_XSKMAP: u32 = 17;
+/// `BPF_MAP_TYPE_DEVMAP_HASH`: key → a device (by ifindex), for `bpf_redirect_map`.
+pub const MAP_DEVMAP_HASH: u32 = 25;
 /// `BPF_MAP_TYPE_ARRAY_OF_MAPS`: index → a map shaped like the one it was created with.
 pub const MAP_ARRAY_OF_MAPS: u32 = 12;
 const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
@@ -62,6 +64,8 @@ pub const XDP_DROP: i32 = 1;
 pub const XDP_PASS: i32 = 2;
 /// XDP action: back out of the interface it came in on.
 pub const XDP_TX: i32 = 3;
+/// XDP action: to where `bpf_redirect_map` pointed.
+pub const XDP_REDIRECT: i32 = 4;
 
 /// Helper id (`enum bpf_func_id`): `bpf_map_lookup_elem`.
 pub const FUNC_MAP_LOOKUP_ELEM: i32 = 1;
@@ -313,6 +317,45 @@ impl Insn {
     }
 }
 
+/// One step of the program: an instruction, a jump to a label, or a label.
+#[derive(Debug)]
+pub enum Op {
+    /// An instruction.
+    I(Insn),
+    /// `if dst cond imm goto label`.
+    Jump(Cond, u8, i32, &'static str),
+    /// `if dst cond src goto label`.
+    JumpReg(Cond, u8, u8, &'static str),
+    /// A label: the next instruction.
+    Label(&'static str),
+}
+
+/// Resolve labels into jump offsets (counted in instructions after the jump).
+pub fn assemble(ops: Vec<Op>) -> Vec<Insn> {
+    let mut at = std::collections::HashMap::new();
+    let mut n = 0i32;
+    for op in &ops {
+        match op {
+            Op::Label(l) => {
+                at.insert(*l, n);
+            }
+            _ => n += 1,
+        }
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    for op in ops {
+        let here = out.len() as i32;
+        let off = |l: &str| (at[l] - here - 1) as i16;
+        match op {
+            Op::I(i) => out.push(i),
+            Op::Jump(c, r, imm, l) => out.push(Insn::jump_imm(c, r, imm, off(l))),
+            Op::JumpReg(c, d, s, l) => out.push(Insn::jump_reg(c, d, s, off(l))),
+            Op::Label(_) => {}
+        }
+    }
+    out
+}
+
 fn sys_bpf<A>(cmd: libc::c_long, attr: &mut A) -> io::Result<libc::c_long> {
     // SAFETY: `attr` is a live, initialised `#[repr(C)]` prefix of `union bpf_attr` for
     // `cmd`; the kernel reads (and for some commands writes) at most its size. Pointers
@@ -514,6 +557,28 @@ impl Map {
         Ok(buf.chunks(stride).map(|c| c[0]).sum())
     }
 
+    /// Every `u64` of entry `key` of a per-CPU array, each summed over `cpus` CPUs.
+    pub fn percpu_sum_words(&self, key: u32, cpus: usize) -> io::Result<Vec<u64>> {
+        assert_eq!(self.map_type, MAP_PERCPU_ARRAY, "for per-CPU arrays");
+        let stride = (self.value_size as usize).div_ceil(8);
+        let mut buf = vec![0u64; stride * cpus];
+        let mut attr = MapElemAttr {
+            map_fd: self.raw_fd() as u32,
+            _pad: 0,
+            key: &key as *const u32 as u64,
+            value: buf.as_mut_ptr() as u64,
+            flags: 0,
+        };
+        sys_bpf(BPF_MAP_LOOKUP_ELEM, &mut attr)?;
+        let mut sum = vec![0u64; stride];
+        for c in buf.chunks(stride) {
+            for (s, w) in sum.iter_mut().zip(c) {
+                *s = s.wrapping_add(*w);
+            }
+        }
+        Ok(sum)
+    }
+
     /// Entry `key` of a plain array (`value_size` bytes).
     pub fn get(&self, key: u32) -> io::Result<Vec<u8>> {
         assert_eq!(self.map_type, MAP_ARRAY, "get() is for plain arrays");
@@ -582,6 +647,12 @@ impl MmapArray {
     /// The map (for [`Insn::load_map`]).
     pub fn map(&self) -> &Map {
         &self.map
+    }
+
+    /// Where entry 0 starts in this process, and the stride between entries (for callers
+    /// that share the entries between threads through atomics).
+    pub fn raw(&self) -> (*mut u8, usize) {
+        (self.base, self.stride)
     }
 
     /// Entry `i`'s bytes (the value size rounded up to 8).
@@ -725,6 +796,29 @@ impl Program {
     pub fn test_run(&self, frame: &[u8], ifindex: u32, queue: u32) -> io::Result<u32> {
         // struct xdp_md: the first three (data, data_end, data_meta) must be 0 on input.
         self.run(frame, Some(&[0, 0, 0, ifindex, queue, 0]), None, 1, 0, 0)
+    }
+
+    /// [`Program::test_run`], also returning the frame as the program left it.
+    pub fn test_run_ctx_out(
+        &self,
+        frame: &[u8],
+        ifindex: u32,
+        queue: u32,
+    ) -> io::Result<(u32, Vec<u8>)> {
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut len = 0;
+        // `data_end` is the linear part's length: the whole frame (with 0 the kernel puts
+        // it all in fragments, beyond direct packet access).
+        let rc = self.run(
+            frame,
+            Some(&[0, frame.len() as u32, 0, ifindex, queue, 0]),
+            Some((&mut out, &mut len)),
+            1,
+            0,
+            0,
+        )?;
+        out.truncate(len as usize);
+        Ok((rc, out))
     }
 
     /// Run the program once on a copy of `frame` with no context (for XDP the kernel makes
@@ -928,6 +1022,19 @@ pub fn ifindex(name: &str) -> io::Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_resolve_to_offsets_after_the_jump() {
+        let code = assemble(vec![
+            Op::Jump(Cond::Eq, 0, 0, "end"),
+            Op::I(Insn::exit()),
+            Op::Label("end"),
+            Op::I(Insn::exit()),
+        ]);
+        assert_eq!(code.len(), 3);
+        // `if r0 == 0 goto +1`
+        assert_eq!(code[0].to_bytes(), [0x15, 0, 1, 0, 0, 0, 0, 0]);
+    }
 
     /// Encodings checked against LLVM's BPF assembler (`llvm-mc -triple bpfel
     /// -show-encoding`) for the same instructions written as text.

@@ -65,7 +65,9 @@ use vrhost_dataplane::counters::Counter;
 use vrhost_dataplane::port::TxQueue;
 use vrhost_dataplane::{MAX_FRAME, PktVec, Pool};
 
-use crate::bpf::{self, Alu, Cond, Insn, Link, LoadError, Map, MmapArray, Program, Size};
+use crate::bpf::{
+    self, Alu, Cond, Insn, Link, LoadError, Map, MmapArray, Op, Program, Size, assemble,
+};
 use crate::netdev;
 
 /// Frames one run sends at most (the kernel's largest live-frames batch is 256).
@@ -420,40 +422,6 @@ impl Shared {
     }
 }
 
-/// One step of the program: an instruction, a jump to a label, or a label.
-enum Op {
-    I(Insn),
-    Jump(Cond, u8, i32, &'static str),
-    JumpReg(Cond, u8, u8, &'static str),
-    Label(&'static str),
-}
-
-/// Resolve labels into jump offsets (counted in instructions after the jump).
-fn assemble(ops: Vec<Op>) -> Vec<Insn> {
-    let mut at = std::collections::HashMap::new();
-    let mut n = 0i32;
-    for op in &ops {
-        match op {
-            Op::Label(l) => {
-                at.insert(*l, n);
-            }
-            _ => n += 1,
-        }
-    }
-    let mut out = Vec::with_capacity(n as usize);
-    for op in ops {
-        let here = out.len() as i32;
-        let off = |l: &str| (at[l] - here - 1) as i16;
-        match op {
-            Op::I(i) => out.push(i),
-            Op::Jump(c, r, imm, l) => out.push(Insn::jump_imm(c, r, imm, off(l))),
-            Op::JumpReg(c, d, s, l) => out.push(Insn::jump_reg(c, d, s, off(l))),
-            Op::Label(_) => {}
-        }
-    }
-    out
-}
-
 /// The program: `queues` is the array of queue maps, `cookie` what a template's metadata
 /// starts with.
 fn program(queues: &Map, cookie: u64) -> Vec<Insn> {
@@ -536,22 +504,4 @@ fn program(queues: &Map, cookie: u64) -> Vec<Insn> {
         I(Insn::exit()),
     ]);
     assemble(ops)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn labels_resolve_to_offsets_after_the_jump() {
-        let code = assemble(vec![
-            Op::Jump(Cond::Eq, 0, 0, "end"),
-            Op::I(Insn::exit()),
-            Op::Label("end"),
-            Op::I(Insn::exit()),
-        ]);
-        assert_eq!(code.len(), 3);
-        // `if r0 == 0 goto +1`
-        assert_eq!(code[0].to_bytes(), [0x15, 0, 1, 0, 0, 0, 0, 0]);
-    }
 }

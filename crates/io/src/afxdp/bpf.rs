@@ -81,6 +81,15 @@ pub(crate) fn load(map: &XskMap) -> Result<Program, LoadError> {
     Program::load_xdp(&program(map.map.raw_fd()), "vrhost_xsk")
 }
 
+/// Load the quickpath program (`crate::quickpath`) for `map`: it forwards established flows
+/// itself and steers the rest as [`load`]'s program does.
+pub(crate) fn load_quickpath(
+    map: &XskMap,
+    qp: &crate::quickpath::Quickpath,
+) -> Result<Program, LoadError> {
+    Program::load_xdp(&qp.program(&map.map), "vrhost_qp")
+}
+
 /// Attach the steering program to interface `ifindex` in `mode` (retrying `EBUSY` for a
 /// moment; see [`Link::attach_xdp`]).
 pub(crate) fn attach(prog: &Program, ifindex: u32, mode: AttachMode) -> io::Result<Link> {
