@@ -248,7 +248,12 @@ fn cases_of(profiles: &[Profile], many: u32) -> Vec<(Profile, u32)> {
     let mut v = Vec::new();
     for &p in profiles {
         v.push((p, 1));
-        if many > 1 && matches!(p, Profile::VrhostAfxdp | Profile::KernelVr) {
+        if many > 1
+            && matches!(
+                p,
+                Profile::VrhostAfxdp | Profile::VrhostAfxdpQp | Profile::KernelVr
+            )
+        {
             v.push((p, many));
         }
     }

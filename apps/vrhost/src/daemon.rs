@@ -30,6 +30,7 @@ use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
 use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Watchdog};
 use vrhost_fib::NextHop;
+use vrhost_io::quickpath::Quickpath;
 use vrhost_io::sched::{self, Policy};
 
 use crate::ctl;
@@ -142,9 +143,20 @@ impl Daemon {
         let ctl = ctl::Server::bind(socket)?;
         // Open every port before creating anything else: a port that cannot open stops the
         // start with nothing else touched.
+        let quickpath = if cfg
+            .ports
+            .iter()
+            .any(|p| p.quickpath.as_ref().is_some_and(|q| *q.get_ref()))
+        {
+            let qp = Arc::new(Quickpath::new().context("quickpath tables")?);
+            dp.set_fast_path(qp.clone())?;
+            Some(qp)
+        } else {
+            None
+        };
         let mut ports = Vec::new();
         for spec in &cfg.ports {
-            let p = OpenPort::open(spec, workers, &pool)
+            let p = OpenPort::open(spec, workers, &pool, quickpath.as_ref())
                 .with_context(|| format!("{}: port {:?}", cfg.file, spec.name.get_ref()))?;
             info!(
                 "port {} on {}: {}",
@@ -172,6 +184,9 @@ impl Daemon {
                 cfg.ports[i].name.get_ref(),
                 p.describe()
             );
+            if let Some(qp) = &quickpath {
+                p.join_quickpath(qp, port_ids[i], p.quickpath_ingress(&cfg.ports[i]))?;
+            }
         }
         let mut control = ControlPlane::new(dp.clone(), &cfg.control.netns_prefix);
         // Netlink sync threads stay off the workers' cores when there are others.
@@ -531,6 +546,7 @@ impl Daemon {
     fn show(&self, args: &Value) -> Result<Value, String> {
         let vr = self.vr_arg(args)?;
         let s = vr.stats();
+        let qp = self.dp.fast_counts(vr.name()).unwrap_or_default();
         let drops: BTreeMap<&str, u64> = Drop::ALL
             .iter()
             .map(|d| (d.name(), s.drop(*d)))
@@ -583,8 +599,9 @@ impl Daemon {
             "routes6": vr.fib6.len(),
             "neighbours": vr.neigh.entries().len(),
             "counters": {
-                "rx_packets": s.rx_packets, "tx_packets": s.tx_packets,
-                "rx_bytes": s.rx_bytes, "tx_bytes": s.tx_bytes,
+                "rx_packets": s.rx_packets + qp.0, "tx_packets": s.tx_packets + qp.0,
+                "rx_bytes": s.rx_bytes + qp.1, "tx_bytes": s.tx_bytes + qp.1,
+                "quickpath_packets": qp.0, "quickpath_bytes": qp.1,
                 "punted": s.punted, "injected": s.injected,
                 "punt_policed": s.drop(Drop::PuntPoliced),
                 "neigh_miss": s.neigh_miss, "icmp_sent": s.icmp_sent,
@@ -691,6 +708,7 @@ impl Daemon {
             .iter()
             .map(|vr| {
                 let s = vr.stats();
+                let qp = self.dp.fast_counts(vr.name()).unwrap_or_default();
                 let vifs = self.dp.vifs(vr.name()).unwrap_or_default();
                 let drops: BTreeMap<&str, u64> = Drop::ALL
                     .iter()
@@ -705,7 +723,8 @@ impl Daemon {
                     "weight": vr.weight(),
                     "worker": vr.owner(),
                     "pinned": vr.pinned().is_some(),
-                    "rx_packets": s.rx_packets, "tx_packets": s.tx_packets,
+                    "rx_packets": s.rx_packets + qp.0, "tx_packets": s.tx_packets + qp.0,
+                    "quickpath_packets": qp.0,
                     "punted": s.punted, "injected": s.injected,
                     "drops": drops.values().sum::<u64>(),
                     "drop_reasons": drops,

@@ -18,9 +18,11 @@ use serde_json::{Value, json};
 use tracing::warn;
 use vrhost_control::config::{Backend, PortSpec, TxSpec, XdpMode};
 use vrhost_dataplane::Pool;
+use vrhost_dataplane::port::PortId;
 use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_io::afpacket::{PacketOptions, PacketPort};
 use vrhost_io::afxdp::{AttachMode, BindMode, XdpOptions, XdpPort};
+use vrhost_io::quickpath::Quickpath;
 use vrhost_io::txpath::{TxChoice, TxPath, TxPathState};
 use vrhost_io::xdptx::{self, XdpTxError};
 
@@ -51,7 +53,9 @@ impl OpenPort {
         spec: &PortSpec,
         workers: usize,
         pool: &Arc<Pool>,
+        quickpath: Option<&Arc<Quickpath>>,
     ) -> anyhow::Result<OpenPort> {
+        let quickpath = quickpath.filter(|_| spec.quickpath.as_ref().is_some_and(|q| *q.get_ref()));
         let iface = spec.interface.get_ref();
         let queues = workers as u32;
         let xdp = |spec: &PortSpec| {
@@ -69,7 +73,7 @@ impl OpenPort {
                     .then_some(vrhost_dataplane::VECTOR as u16),
                 ..XdpOptions::default()
             };
-            XdpPort::open(iface, queues, pool, &opts)
+            XdpPort::open_with(iface, queues, pool, &opts, quickpath)
         };
         let packet = || PacketPort::open(iface, queues, pool, &PacketOptions::default());
         let busy = spec.busy_poll.as_ref().is_some_and(|b| *b.get_ref());
@@ -98,6 +102,9 @@ impl OpenPort {
                 Ok(p) => Sock::Xdp(p),
                 Err(e) => {
                     warn!("{iface}: AF_XDP unavailable ({e}); using AF_PACKET");
+                    if quickpath.is_some() {
+                        warn!("{iface}: no quickpath on an AF_PACKET port");
+                    }
                     Sock::Packet(packet().context("AF_PACKET")?)
                 }
             },
@@ -158,6 +165,32 @@ impl OpenPort {
             out.push((r, t));
         }
         Ok(out)
+    }
+
+    /// Put the port into `qp`: as an ingress if its XDP program is the quickpath's, and as
+    /// an egress while its queues transmit by XDP. Call after [`OpenPort::take_queues`].
+    pub(crate) fn join_quickpath(
+        &self,
+        qp: &Quickpath,
+        id: PortId,
+        ingress: bool,
+    ) -> anyhow::Result<()> {
+        let Sock::Xdp(p) = &self.sock else {
+            return Ok(());
+        };
+        if ingress {
+            qp.add_ingress(id, p.ifindex());
+        }
+        if let Some(tx) = self.tx_paths.first() {
+            qp.add_egress(id, p.ifindex(), tx.clone())
+                .with_context(|| format!("{}: quickpath egress", self.iface))?;
+        }
+        Ok(())
+    }
+
+    /// Whether frames it receives go through the quickpath program.
+    pub(crate) fn quickpath_ingress(&self, spec: &PortSpec) -> bool {
+        matches!(self.sock, Sock::Xdp(_)) && spec.quickpath.as_ref().is_some_and(|q| *q.get_ref())
     }
 
     /// Backend, mode and transmit path, for logs and `ctl status`.

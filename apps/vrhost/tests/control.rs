@@ -330,3 +330,85 @@ fn a_tap_or_namespace_removed_by_hand_degrades_only_its_vr() {
     });
     assert_eq!(ping(&lab, 0, &b0, 3, "0.05"), (3, 3));
 }
+
+/// The quickpath (`quickpath = true` on both ports, sides with GRO on so the router's ports
+/// take XDP transmit): once a flow is established its packets are forwarded by the ports'
+/// XDP program, and a route change inside the VR's namespace reaches it — a blackhole for
+/// the far host stops the flow, removing it brings the flow back. What the full path must
+/// see (the VR's own address, IPv6, TCP) still works.
+#[test]
+fn the_quickpath_carries_established_flows_and_follows_route_changes() {
+    let Some(lab) = lab(1) else { return };
+    for (side, dev) in [(Side::A, "a0"), (Side::B, "b0")] {
+        let on = lab
+            .side(side)
+            .run(|| vrhost_lab::offload::set_gro(dev, true))
+            .unwrap()
+            .unwrap();
+        assert!(on, "GRO on {dev}");
+    }
+    let text = config(&lab, "afxdp", &[0]).replace(
+        "backend = \"afxdp\"\n",
+        "backend = \"afxdp\"\nquickpath = true\n",
+    );
+    assert_eq!(text.matches("quickpath = true").count(), 2, "{text}");
+    let d = Daemon::start(&lab, &text);
+    let vr = lab.vr(0);
+    let far = vr.b.addrs.host4.to_string();
+    assert_eq!(ping(&lab, 0, &far, 100, "0.01"), (100, 100));
+    let s = d.vr("vr0");
+    let qp = s["quickpath_packets"].as_u64().unwrap();
+    // Requests and replies each take the full path until their flow's decision is in.
+    assert!(qp >= 150, "only {qp} of 200 packets by the quickpath: {s}");
+    assert!(s["tx_packets"].as_u64().unwrap() >= 200, "{s}");
+
+    let exec = |args: &[&str]| {
+        let mut full = vec!["exec", "vr0", "--"];
+        full.extend_from_slice(args);
+        let out = d.ctl(&full);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let host = format!("{far}/32");
+    let has_host_route = || {
+        ctl_json(&d, &["routes", "vr0"])
+            .get("routes")
+            .is_some_and(|r| r.as_array().unwrap().iter().any(|r| r["prefix"] == host))
+    };
+    exec(&["ip", "route", "add", "blackhole", &host]);
+    wait("blackhole in the data plane", 10, has_host_route);
+    let (sent, got) = ping(&lab, 0, &far, 20, "0.01");
+    assert_eq!((sent, got), (20, 0), "the quickpath kept a stale decision");
+    let s = d.vr("vr0");
+    assert!(
+        s["drop_reasons"]["blackhole"].as_u64().unwrap_or(0) >= 20,
+        "the full path dropped them: {s}"
+    );
+    exec(&["ip", "route", "del", "blackhole", &host]);
+    wait("blackhole withdrawn", 10, || !has_host_route());
+    assert_eq!(ping(&lab, 0, &far, 100, "0.01"), (100, 100));
+    let again = d.vr("vr0")["quickpath_packets"].as_u64().unwrap();
+    assert!(
+        again >= qp + 150,
+        "the flow went back to the quickpath: {again} after {qp}"
+    );
+
+    // The full path's business still gets done.
+    let gw = vr.a.addrs.gw4.to_string();
+    assert_eq!(
+        ping(&lab, 0, &gw, 3, "0.05"),
+        (3, 3),
+        "the VR's own address"
+    );
+    let b6 = vr.b.addrs.host6.to_string();
+    assert_eq!(ping(&lab, 0, &b6, 5, "0.05"), (5, 5), "IPv6");
+    let bytes = common::iperf(&lab, 0, 2);
+    assert!(bytes > 1_000_000, "iperf3 moved only {bytes} bytes");
+    let st = d.status();
+    for p in st["ports"].as_array().unwrap() {
+        assert_eq!(p["kernel"]["xdp_tx_failed"], 0, "{p}");
+    }
+}

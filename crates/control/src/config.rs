@@ -285,6 +285,13 @@ pub struct PortSpec {
     /// `vrhost_io::xdptx`.
     #[serde(default)]
     pub tx: TxSpec,
+    /// The quickpath (AF_XDP only; default false): the port's XDP program forwards the
+    /// frames of established plain IPv4 flows itself, straight to an egress port that
+    /// transmits by XDP, from decisions the workers made for their first frames (see
+    /// `vrhost_io::quickpath`). Such frames bypass the workers' scheduling; VRs with a
+    /// policer never use it.
+    #[serde(default)]
+    pub quickpath: Option<Spanned<bool>>,
 }
 
 /// How a VIF's frames are recognised on its port.
@@ -731,6 +738,16 @@ impl Config {
                     "port.busy_poll",
                     "busy polling applies to AF_XDP ports only (packet sockets cannot drive \
                      the NAPI)",
+                ));
+            }
+            if let Some(q) = &p.quickpath
+                && *q.get_ref()
+                && p.backend == Backend::Afpacket
+            {
+                return Err(self.err(
+                    q,
+                    "port.quickpath",
+                    "the quickpath is the AF_XDP port's own XDP program: AF_XDP ports only",
                 ));
             }
         }

@@ -60,7 +60,8 @@ pub(crate) struct Daemon {
 }
 
 impl Daemon {
-    /// Start vrhost on `lab` with `backend` (`p1` transmitting by `tx`), forwarding `cores`, VRs
+    /// Start vrhost on `lab` with `backend` (`p1` transmitting by `tx`, `p0` with the
+    /// quickpath if `quickpath`), forwarding `cores`, VRs
     /// `0..vrs`, each with `routes` (IPv4 prefixes) via its side-B host besides the lab's own
     /// and `extra_vifs` idle VIFs on `p0` (see `vrhost::labconfig`); return when its control
     /// socket answers.
@@ -68,7 +69,7 @@ impl Daemon {
         bin: &Path,
         lab: &Lab,
         backend: &str,
-        tx: &str,
+        (tx, quickpath): (&str, bool),
         cores: &[usize],
         vrs: u32,
         (routes, extra_vifs): (&[String], u32),
@@ -91,7 +92,13 @@ impl Daemon {
         let p1 = Side::B.port();
         let block = format!("name = {p1:?}\ninterface = {p1:?}\nbackend = {backend:?}\n");
         anyhow::ensure!(text.contains(&block), "no port {p1} in the rendered config");
-        let text = text.replace(&block, &format!("{block}tx = {tx:?}\n"));
+        let mut text = text.replace(&block, &format!("{block}tx = {tx:?}\n"));
+        if quickpath {
+            let p0 = Side::A.port();
+            let block = format!("name = {p0:?}\ninterface = {p0:?}\nbackend = {backend:?}\n");
+            anyhow::ensure!(text.contains(&block), "no port {p0} in the rendered config");
+            text = text.replace(&block, &format!("{block}quickpath = true\n"));
+        }
         let base = std::env::temp_dir().join(format!("vrbench-fwd-{}", lab.prefix()));
         let config = base.with_extension("toml");
         let socket = base.with_extension("sock");

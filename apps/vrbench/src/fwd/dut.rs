@@ -51,6 +51,9 @@ pub(crate) enum Profile {
     VrhostAfxdpSocketTx,
     /// vrhost, AF_PACKET ports, transmitting with `sendmmsg` (`tx = "socket"`).
     VrhostAfpacketSocketTx,
+    /// vrhost, AF_XDP ports with the quickpath on `p0` (`quickpath = true`): established
+    /// flows are forwarded by `p0`'s XDP program straight to `p1` (`vrhost_io::quickpath`).
+    VrhostAfxdpQp,
     /// The kernel's native IP forwarder: addresses on p0/p1 (Forwarder::KernelPlain), 1 VR.
     Kernel,
     /// The kernel, one namespace per VR with macvlans of p0/p1 (Forwarder::Kernel).
@@ -62,8 +65,9 @@ pub(crate) enum Profile {
 
 impl Profile {
     /// Every profile, in report order.
-    pub(crate) const ALL: [Profile; 7] = [
+    pub(crate) const ALL: [Profile; 8] = [
         Profile::VrhostAfxdp,
+        Profile::VrhostAfxdpQp,
         Profile::VrhostAfpacket,
         Profile::VrhostAfxdpSocketTx,
         Profile::VrhostAfpacketSocketTx,
@@ -79,6 +83,7 @@ impl Profile {
             Profile::VrhostAfpacket => "vrhost-afpacket",
             Profile::VrhostAfxdpSocketTx => "vrhost-afxdp-socket-tx",
             Profile::VrhostAfpacketSocketTx => "vrhost-afpacket-socket-tx",
+            Profile::VrhostAfxdpQp => "vrhost-afxdp-qp",
             Profile::Kernel => "kernel",
             Profile::KernelVr => "kernel-vr",
             Profile::NoRouter => "no-router",
@@ -108,6 +113,7 @@ impl Profile {
             | Profile::VrhostAfpacket
             | Profile::VrhostAfxdpSocketTx
             | Profile::VrhostAfpacketSocketTx
+            | Profile::VrhostAfxdpQp
             | Profile::NoRouter => Forwarder::Vrhost,
             Profile::Kernel => Forwarder::KernelPlain,
             Profile::KernelVr => Forwarder::Kernel,
@@ -403,22 +409,27 @@ pub(crate) fn start(
             )?);
             None
         }
-        Profile::VrhostAfxdp | Profile::VrhostAfxdpSocketTx => Some(Daemon::start(
-            bin,
-            &t.lab,
-            "afxdp",
-            profile.tx(layout.sink_napi),
-            &layout.dut_cores,
-            vrs,
-            (&[], 0),
-        )?),
+        Profile::VrhostAfxdp | Profile::VrhostAfxdpSocketTx | Profile::VrhostAfxdpQp => {
+            Some(Daemon::start(
+                bin,
+                &t.lab,
+                "afxdp",
+                (
+                    profile.tx(layout.sink_napi),
+                    profile == Profile::VrhostAfxdpQp,
+                ),
+                &layout.dut_cores,
+                vrs,
+                (&[], 0),
+            )?)
+        }
         Profile::VrhostAfpacket | Profile::VrhostAfpacketSocketTx => {
             pass = Some(enable_p0(&t.lab, layout.p0_napi)?);
             Some(Daemon::start(
                 bin,
                 &t.lab,
                 "afpacket",
-                profile.tx(layout.sink_napi),
+                (profile.tx(layout.sink_napi), false),
                 &layout.dut_cores,
                 vrs,
                 (&[], 0),

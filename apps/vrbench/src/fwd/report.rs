@@ -169,6 +169,12 @@ impl LayoutResult {
             Some(1.5),
         );
         ratio(
+            "vrhost-afxdp-qp / kernel (quickpath)".into(),
+            find("vrhost-afxdp-qp", 1),
+            find("kernel", 1),
+            Some(1.5),
+        );
+        ratio(
             "vrhost-afpacket / kernel".into(),
             find("vrhost-afpacket", 1),
             find("kernel", 1),
@@ -191,6 +197,12 @@ impl LayoutResult {
                 format!("vrhost-afxdp ×{many} / ×1"),
                 find("vrhost-afxdp", many),
                 find("vrhost-afxdp", 1),
+                Some(0.95),
+            );
+            ratio(
+                format!("vrhost-afxdp-qp ×{many} / ×1"),
+                find("vrhost-afxdp-qp", many),
+                find("vrhost-afxdp-qp", 1),
                 Some(0.95),
             );
             ratio(

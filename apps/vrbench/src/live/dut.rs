@@ -412,7 +412,7 @@ impl LiveLab {
                         bin,
                         &lab,
                         backend,
-                        "auto",
+                        ("auto", false),
                         &[cores.dut],
                         vrs,
                         (&prefixes, scale.vifs - 2),

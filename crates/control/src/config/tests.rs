@@ -320,6 +320,27 @@ fn busy_poll_only_on_af_xdp_ports() {
 }
 
 #[test]
+fn quickpath_only_on_af_xdp_ports() {
+    let ok = BASE.replacen(
+        "interface = \"lo\"",
+        "interface = \"lo\"\nquickpath = true",
+        1,
+    );
+    let c = Config::parse("t.toml", &ok).unwrap();
+    assert_eq!(
+        c.ports[0].quickpath.as_ref().map(|b| *b.get_ref()),
+        Some(true)
+    );
+    let bad = BASE.replace(
+        "backend = \"afpacket\"",
+        "backend = \"afpacket\"\nquickpath = true",
+    );
+    let e = err(&bad);
+    assert_eq!(e.field, "port.quickpath");
+    assert_eq!(e.line, 13, "{e}");
+}
+
+#[test]
 fn host_checks_name_missing_interfaces_and_cores() {
     let c = Config::parse("t.toml", BASE).unwrap();
     // "lo" exists everywhere, "lo2" nowhere.
