@@ -42,8 +42,18 @@ impl Recorder {
 
 const FAR: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 9);
 
+/// Move the data plane's clock on past the workers' scan interval, so the next poll
+/// publishes generations.
+fn later(rig: &Rig) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NOW: AtomicU64 = AtomicU64::new(1_000_000_000);
+    rig.dp
+        .set_test_time(Some(NOW.fetch_add(1_000_000, Ordering::Relaxed)));
+}
+
 fn rig() -> (Rig, Arc<Recorder>) {
     let rig = Rig::new(2);
+    later(&rig);
     let rec = Arc::new(Recorder::default());
     rig.dp.set_fast_path(rec.clone()).unwrap();
     rig.dp.add_vr(VrConfig::new("blue")).unwrap();
@@ -196,6 +206,7 @@ fn every_change_publishes_a_larger_generation_and_removal_retires_them() {
     let id = vr.id;
     let mut gens = Vec::new();
     let mut step = |rig: &mut Rig| {
+        later(rig);
         rig.worker.poll();
         gens.push(rec.last_published(id).unwrap());
     };
@@ -222,6 +233,7 @@ fn every_change_publishes_a_larger_generation_and_removal_retires_them() {
     );
     // A decision offered now carries the newest one, and the new MTU.
     rig.dp.set_policer("blue", None, None).unwrap();
+    later(&rig);
     send_far(&mut rig, 64, 18);
     let offers = rec.take_offers();
     assert_eq!(offers.len(), 1);
@@ -237,6 +249,7 @@ fn every_change_publishes_a_larger_generation_and_removal_retires_them() {
     rig.dp.add_vr(VrConfig::new("green")).unwrap();
     let green = rig.dp.vr("green").unwrap();
     assert_eq!(green.id, id, "the id is reused");
+    later(&rig);
     rig.worker.poll();
     assert!(rec.last_published(id).unwrap() > r);
     assert_eq!(retired(0), (1 << 40) - 1);
