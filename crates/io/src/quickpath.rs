@@ -29,7 +29,8 @@
 //! - `stats`: per-CPU packets and bytes per VR.
 //!
 //! **The program** (assembled here like the plain steering program) checks, in order:
-//! Ethernet II, IPv4 with a 20-byte header, unicast destination MAC, TTL above 1, a valid
+//! Ethernet II, IPv4 with a 20-byte header, unicast destination MAC, TTL above 1, an ordinary
+//! unicast source (as `ip4-input`'s first screen), a valid
 //! header checksum, a total length between 20 and the frame's; then looks the flow up by
 //! (ingress ifindex, destination MAC, destination address), checks the entry's sequence,
 //! key, MTU, generation and egress, redirects, rewrites the MACs, decrements the TTL with
@@ -318,7 +319,7 @@ const S_LEN: i16 = -44;
 const S_GEN: i16 = -56;
 
 fn program(qp: &Quickpath, xsks: &Map) -> Vec<Insn> {
-    use Cond::{Eq, Gt, Le, Lt, Ne};
+    use Cond::{Eq, Ge, Gt, Le, Lt, Ne};
     use Op::{I, Jump, JumpReg, Label};
     let ld = |s, d, r, o| I(Insn::load(s, d, r, o));
     let st = |s, r, o, v| I(Insn::store(s, r, o, v));
@@ -347,6 +348,12 @@ fn program(qp: &Quickpath, xsks: &Map) -> Vec<Insn> {
         Jump(Ne, 2, 0, "xsk"), // a group address
         ld(Size::B, 2, 7, 22),
         Jump(Le, 2, 1, "xsk"), // TTL expires here: the full path sends the ICMP error
+        // The source: what `ip4-input` lets by without a closer look (not 0/8, 127/8 or
+        // 224/3); it drops the martians among the rest.
+        ld(Size::B, 2, 7, 26),
+        Jump(Eq, 2, 0, "xsk"),
+        Jump(Eq, 2, 127, "xsk"),
+        Jump(Ge, 2, 224, "xsk"),
         // Header checksum: the ones' complement sum of the ten words must be 0xffff (the
         // sum of byte-swapped words is the byte-swapped sum, and 0xffff is its own swap).
         ld(Size::H, 3, 7, 14),
@@ -664,6 +671,19 @@ mod tests {
         let mut f = good.clone();
         f[14] = 0x46;
         cases.push(("options", f));
+        for (what, first) in [
+            ("source 0/8", 0u8),
+            ("source 127/8", 127),
+            ("source 224/3", 240),
+        ] {
+            let mut f = good.clone();
+            f[14 + 12] = first; // with its checksum recomputed: only the source is wrong
+            f[24] = 0;
+            f[25] = 0;
+            let c = !checksum::data(&f[14..34]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+            cases.push((what, f));
+        }
         let mut f = good.clone();
         f[12..14].copy_from_slice(&[0x86, 0xdd]);
         cases.push(("not IPv4", f));
