@@ -339,14 +339,7 @@ fn a_tap_or_namespace_removed_by_hand_degrades_only_its_vr() {
 #[test]
 fn the_quickpath_carries_established_flows_and_follows_route_changes() {
     let Some(lab) = lab(1) else { return };
-    for (side, dev) in [(Side::A, "a0"), (Side::B, "b0")] {
-        let on = lab
-            .side(side)
-            .run(|| vrhost_lab::offload::set_gro(dev, true))
-            .unwrap()
-            .unwrap();
-        assert!(on, "GRO on {dev}");
-    }
+    common::sides_take_xdp_transmit(&lab);
     let text = config(&lab, "afxdp", &[0]).replace(
         "backend = \"afxdp\"\n",
         "backend = \"afxdp\"\nquickpath = true\n",

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, config, echo_requests_received, iperf, ping};
+use common::{Daemon, config, echo_requests_received, iperf, ping, sides_take_xdp_transmit};
 use vrhost_lab::{Lab, LabSpec, Side, require_root};
 
 fn lab(vrs: u32, overlapping: bool) -> Option<Lab> {
@@ -72,19 +72,6 @@ fn with_xdp_tx(text: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// The sides' veth ends (`a0`, `b0`) with GRO on: a veth then takes frames its peer (the
-/// router's port) sends by XDP transmit.
-fn sides_take_xdp_transmit(lab: &Lab) {
-    for (side, dev) in [(Side::A, "a0"), (Side::B, "b0")] {
-        let on = lab
-            .side(side)
-            .run(|| vrhost_lab::offload::set_gro(dev, true))
-            .unwrap()
-            .unwrap();
-        assert!(on, "GRO on {dev}");
-    }
 }
 
 /// Ping, the punt path and TCP through a VR whose ports transmit by XDP (`tx = "xdp"`):
@@ -178,7 +165,7 @@ fn two_workers_on_two_queue_ports() {
         return;
     }
     let lab = Lab::up(&LabSpec::unique("e2e").vrs(2).queues(2)).unwrap();
-    let mut text = config(&lab, "afxdp", &[0, 1]);
+    let mut text = config(&lab, if quickpath { "afxdp" } else { "auto" }, &[0, 1]);
     // Real-time workers, as on a host whose cores are shared with other work.
     text = text.replace(
         "cores = [0]",
@@ -210,8 +197,27 @@ fn two_workers_on_two_queue_ports() {
 
 #[test]
 fn tenants_with_the_same_addresses_never_see_each_other() {
+    tenants_apart(false);
+}
+
+/// As above with the quickpath on both ports: its decisions are keyed by the VIF's MAC as
+/// demux is, so one tenant's flow never carries the other's frames — and it did carry them.
+#[test]
+fn tenants_with_the_same_addresses_never_see_each_other_on_the_quickpath() {
+    tenants_apart(true);
+}
+
+fn tenants_apart(quickpath: bool) {
     let Some(lab) = lab(2, true) else { return };
-    let d = Daemon::start(&lab, &config(&lab, "auto", &[0, 1]));
+    let mut text = config(&lab, if quickpath { "afxdp" } else { "auto" }, &[0, 1]);
+    if quickpath {
+        sides_take_xdp_transmit(&lab);
+        text = text.replace(
+            "backend = \"afxdp\"\n",
+            "backend = \"afxdp\"\nquickpath = true\n",
+        );
+    }
+    let d = Daemon::start(&lab, &text);
     let dst = lab.vr(0).b.addrs.host4.to_string();
     assert_eq!(dst, lab.vr(1).b.addrs.host4.to_string(), "overlapping plan");
     let sink = |i: u32| &lab.vr(i).side(Side::B).host;
@@ -235,6 +241,12 @@ fn tenants_with_the_same_addresses_never_see_each_other() {
     assert_eq!(after.0, mid.0, "tenant 0's sink got tenant 1's pings");
     assert!(d.vr("vr0")["tx_packets"].as_u64().unwrap() >= 20);
     assert!(d.vr("vr1")["tx_packets"].as_u64().unwrap() >= 14);
+    if quickpath {
+        // Requests and replies after each flow's first: 2 × (10 − 1) and 2 × (7 − 1).
+        let qp = |vr: &str| d.vr(vr)["quickpath_packets"].as_u64().unwrap();
+        assert!(qp("vr0") >= 14, "vr0: {}", d.vr("vr0"));
+        assert!(qp("vr1") >= 10, "vr1: {}", d.vr("vr1"));
+    }
 }
 
 #[test]

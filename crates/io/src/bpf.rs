@@ -542,19 +542,7 @@ impl Map {
     /// The first `u64` of entry `key` of a per-CPU array, summed over `cpus` (see
     /// [`possible_cpus`]) CPUs.
     pub fn percpu_sum_u64(&self, key: u32, cpus: usize) -> io::Result<u64> {
-        assert_eq!(self.map_type, MAP_PERCPU_ARRAY, "for per-CPU arrays");
-        // The kernel copies value_size rounded up to 8 bytes per possible CPU.
-        let stride = (self.value_size as usize).div_ceil(8);
-        let mut buf = vec![0u64; stride * cpus];
-        let mut attr = MapElemAttr {
-            map_fd: self.raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const u32 as u64,
-            value: buf.as_mut_ptr() as u64,
-            flags: 0,
-        };
-        sys_bpf(BPF_MAP_LOOKUP_ELEM, &mut attr)?;
-        Ok(buf.chunks(stride).map(|c| c[0]).sum())
+        Ok(self.percpu_sum_words(key, cpus)?[0])
     }
 
     /// Every `u64` of entry `key` of a per-CPU array, each summed over `cpus` CPUs.

@@ -323,3 +323,16 @@ pub fn iperf(lab: &Lab, vr: u32, secs: u32) -> u64 {
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
     j["end"]["sum_received"]["bytes"].as_u64().unwrap()
 }
+
+/// The sides' veth ends (`a0`, `b0`) with GRO on: a veth then takes frames its peer (the
+/// router's port) sends by XDP transmit.
+pub fn sides_take_xdp_transmit(lab: &Lab) {
+    for (side, dev) in [(Side::A, "a0"), (Side::B, "b0")] {
+        let on = lab
+            .side(side)
+            .run(|| vrhost_lab::offload::set_gro(dev, true))
+            .unwrap()
+            .unwrap();
+        assert!(on, "GRO on {dev}");
+    }
+}
