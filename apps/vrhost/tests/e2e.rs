@@ -165,7 +165,7 @@ fn two_workers_on_two_queue_ports() {
         return;
     }
     let lab = Lab::up(&LabSpec::unique("e2e").vrs(2).queues(2)).unwrap();
-    let mut text = config(&lab, if quickpath { "afxdp" } else { "auto" }, &[0, 1]);
+    let mut text = config(&lab, "afxdp", &[0, 1]);
     // Real-time workers, as on a host whose cores are shared with other work.
     text = text.replace(
         "cores = [0]",
