@@ -286,7 +286,7 @@ pub struct PortSpec {
     #[serde(default)]
     pub tx: TxSpec,
     /// The quickpath (AF_XDP only; default false): the port's XDP program forwards the
-    /// frames of established plain IPv4 flows itself, straight to an egress port that
+    /// frames of established plain IPv4 and IPv6 flows itself, straight to an egress port that
     /// transmits by XDP, from decisions the workers made for their first frames (see
     /// `vrhost_io::quickpath`). Such frames bypass the workers' scheduling; VRs with a
     /// policer never use it.

@@ -7,11 +7,11 @@
 //! AF_XDP backend's XDP program, `vrhost_io::quickpath`). This module is the data plane's
 //! side of that contract, knowing nothing of where the fast path runs.
 //!
-//! **What is offered.** When the IPv4 forwarding node forwards a plain packet — unicast, no
-//! options, TTL above 1, within the egress MTU, not from an ECMP set (a flow keyed by its
-//! destination alone would pin every flow to that destination to one member), into an
-//! untagged VIF demultiplexed by its MAC and out of an untagged VIF, of a VR with no policer —
-//! it offers the decision as a [`FastFlow`]: (ingress port, the VIF's MAC, destination) →
+//! **What is offered.** When a forwarding node (IPv4 or IPv6) forwards a plain packet —
+//! unicast, TTL or hop limit above 1, within the egress MTU, not from an ECMP set (a flow
+//! keyed by its destination alone would pin every flow to that destination to one member),
+//! into an untagged VIF demultiplexed by its MAC and out of an untagged VIF, of a VR with no
+//! policer — it offers the decision as a [`FastFlow`]: (ingress port, the VIF's MAC, destination) →
 //! (egress port, new MACs, MTU), stamped with the VR's *fast generation*. The fast path may
 //! take it or not; it must never block or call into the kernel (the worker is forwarding).
 //!
@@ -34,7 +34,7 @@
 //! ([`FastPath::counts`]). A flow's first frames go the full path and the next ones may
 //! overtake them, as in any flow cache placed before a queue.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use crate::port::PortId;
 use crate::vr::VrId;
@@ -53,15 +53,15 @@ pub struct FastFlow {
     pub in_port: PortId,
     /// Their destination MAC: the ingress VIF's.
     pub in_mac: [u8; 6],
-    /// Their IPv4 destination.
-    pub dst: Ipv4Addr,
+    /// Their destination (IPv4 or IPv6).
+    pub dst: IpAddr,
     /// Port they leave by.
     pub out_port: PortId,
     /// Their new destination MAC: the next hop's.
     pub dst_mac: [u8; 6],
     /// Their new source MAC: the egress VIF's.
     pub src_mac: [u8; 6],
-    /// The egress VIF's IP MTU: a longer IPv4 packet takes the full path.
+    /// The egress VIF's IP MTU: a longer packet takes the full path.
     pub mtu: u16,
 }
 

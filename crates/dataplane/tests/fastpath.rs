@@ -95,7 +95,7 @@ fn a_plain_forward_is_offered_with_its_rewrite() {
             generation: gen_now,
             in_port: 0,
             in_mac: mac(1).0,
-            dst: FAR,
+            dst: FAR.into(),
             out_port: 1,
             dst_mac: NBR_MAC.0,
             src_mac: mac(2).0,
@@ -253,4 +253,36 @@ fn every_change_publishes_a_larger_generation_and_removal_retires_them() {
     rig.worker.poll();
     assert!(rec.last_published(id).unwrap() > r);
     assert_eq!(retired(0), (1 << 40) - 1);
+}
+
+#[test]
+fn an_ipv6_forward_is_offered_too() {
+    let (mut rig, rec) = rig();
+    let vr = rig.dp.vr("blue").unwrap();
+    let nh6: std::net::Ipv6Addr = "2001:db8:1::2".parse().unwrap();
+    vr.fib6
+        .insert(
+            "2001:db8:ff::/48".parse().unwrap(),
+            NextHop::Via {
+                addr: nh6.into(),
+                ifindex: 1,
+            },
+        )
+        .unwrap();
+    vr.neigh.set(1, nh6.into(), mac(0x66));
+    let dst: std::net::Ipv6Addr = "2001:db8:ff::9".parse().unwrap();
+    let l3 = udp6("2001:db8::2".parse().unwrap(), dst, 64, 1, 2, b"six");
+    rig.send(0, &eth(mac(1), HOST_MAC, None, 0x86dd, &l3));
+    rig.run();
+    assert_eq!(rig.recv(1).len(), 1);
+    let offers = rec.take_offers();
+    assert_eq!(offers.len(), 1, "{offers:?}");
+    assert_eq!(offers[0].dst, std::net::IpAddr::V6(dst));
+    assert_eq!(offers[0].dst_mac, mac(0x66).0);
+    assert_eq!((offers[0].in_port, offers[0].out_port), (0, 1));
+    // A link-local source is refused by the full path: nothing offered.
+    let l3 = udp6("fe80::2".parse().unwrap(), dst, 64, 1, 2, b"ll");
+    rig.send(0, &eth(mac(1), HOST_MAC, None, 0x86dd, &l3));
+    rig.run();
+    assert!(rec.take_offers().is_empty());
 }

@@ -13,7 +13,7 @@
 //!   frames per `bpf(2)` call and no skb per frame — for AF_XDP copy-mode and AF_PACKET
 //!   ports, whose own transmit builds an skb per frame; [`netdev`] says whether a device
 //!   takes it; [`txpath`] picks between it and the socket's own transmit per queue.
-//! - [`quickpath`]: established IPv4 flows forwarded by the AF_XDP ports' XDP program
+//! - [`quickpath`]: established IPv4 and IPv6 flows forwarded by the AF_XDP ports' XDP program
 //!   itself (`bpf_redirect_map` to the egress device), from decisions the workers offer.
 //! - [`bpf`]: the bpf(2) calls (maps, hand-assembled programs, links, test runs) behind
 //!   the AF_XDP steering program, also used by vrbench's generator and sink.

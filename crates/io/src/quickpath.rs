@@ -1,4 +1,4 @@
-//! The quickpath: established IPv4 flows forwarded by the AF_XDP ports' own XDP program,
+//! The quickpath: established IPv4 and IPv6 flows forwarded by the AF_XDP ports' own XDP program,
 //! without reaching the sockets, the workers or an skb (Tanyingyong's Quickpath, seed 003;
 //! the data plane's side of it is `vrhost_dataplane::fastpath`, which says what is offered
 //! and how generations keep it correct).
@@ -8,8 +8,9 @@
 //! in `docs/perf.md` ("What limits each path") puts the ceiling of that path below what the
 //! issue asks of vrhost. A frame the XDP program itself forwards with `bpf_redirect_map` to
 //! the egress device costs neither copy. The workers stay the full path: a flow's first
-//! frames, everything that is not plain forwarding (ARP, ICMP errors, punts, options,
-//! fragments, VLANs, ECMP), and every flow whose entry is missing or stale.
+//! frames, everything that is not plain forwarding (ARP, ND, ICMP errors, punts, options and
+//! extension headers, fragmentation, VLANs, ECMP), and every flow whose entry is missing or
+//! stale.
 //!
 //! **Tables**, shared by every port of the data plane:
 //! - `flows`: a direct-mapped table of [`SLOTS`] 64-byte entries in a mmapable BPF array.
@@ -28,16 +29,19 @@
 //! - `devs`: the devmap (`DEVMAP_HASH`, ifindex → ifindex) the program redirects through.
 //! - `stats`: per-CPU packets and bytes per VR.
 //!
-//! **The program** (assembled here like the plain steering program) checks, in order:
-//! Ethernet II, IPv4 with a 20-byte header, unicast destination MAC, TTL above 1, an ordinary
-//! unicast source (as `ip4-input`'s first screen), a valid
-//! header checksum, a total length between 20 and the frame's; then looks the flow up by
-//! (ingress ifindex, destination MAC, destination address), checks the entry's sequence,
-//! key, MTU, generation and egress, redirects, rewrites the MACs, decrements the TTL with
-//! the incremental checksum update (as the kernel's `ip_decrease_ttl`), and counts. Any
-//! failed check sends the frame to its queue's socket as before — to the workers, who
-//! validate, count and drop or forward it — so the quickpath can only forward what the full
-//! path would have forwarded the same way.
+//! **The program** (assembled here like the plain steering program) checks, in order: a
+//! unicast destination MAC; for IPv4, a 20-byte header, TTL above 1, an ordinary unicast
+//! source (as `ip4-input`'s first screen), a valid header checksum and a total length
+//! between 20 and the frame's; for IPv6, version 6, a TCP, UDP or ICMPv6 payload right after
+//! the header (extension headers take the full path, which checks their chain), hop limit
+//! above 1, a source that is not multicast, link-local or in ::/96, a destination that is
+//! not multicast, and a payload length within the frame. Then it looks the flow up by
+//! (ingress ifindex, destination MAC, family, destination address), checks the entry's
+//! sequence, key, MTU, generation and egress, redirects, rewrites the MACs, decrements the
+//! TTL with the incremental checksum update (as the kernel's `ip_decrease_ttl`) or the hop
+//! limit, and counts. Any failed check sends the frame to its queue's socket as before — to
+//! the workers, who validate, count and drop or forward it — so the quickpath can only
+//! forward what the full path would have forwarded the same way.
 
 use std::io;
 use std::sync::Arc;
@@ -64,21 +68,37 @@ const ENTRY: usize = 64;
 // Entry layout (bytes), as the program reads it.
 const E_SEQ: i16 = 0;
 const E_IN_IF: i16 = 4;
+/// The destination: four words as loaded from the frame (an IPv4 one in the first, the
+/// rest 0).
 const E_DST: i16 = 8;
-const E_MAC_LO: i16 = 12;
-const E_MAC_HI: i16 = 16;
-const E_VR: i16 = 18;
-const E_OUT_IF: i16 = 20;
-const E_L2: i16 = 24;
-const E_MTU: i16 = 36;
-const E_OUT_PORT: i16 = 38;
-const E_GEN: i16 = 40;
+const E_MAC_LO: i16 = 24;
+const E_MAC_HI: i16 = 28;
+const E_VR: i16 = 30;
+const E_OUT_IF: i16 = 32;
+const E_L2: i16 = 36;
+const E_MTU: i16 = 48;
+const E_OUT_PORT: i16 = 50;
+/// 4 or 6.
+const E_FAMILY: i16 = 52;
+const E_GEN: i16 = 56;
 
 /// The flow table's hash, over the fields as the program loads them (little-endian loads of
-/// the frame's bytes).
-fn slot(in_if: u32, dst_raw: u32, mac_lo: u32, mac_hi: u32) -> u32 {
-    let h = dst_raw ^ mac_lo ^ (mac_hi << 16) ^ (in_if << 8);
+/// the frame's bytes; `dst` the destination's words, an IPv4 one first and the rest 0).
+fn slot(in_if: u32, dst: [u32; 4], mac_lo: u32, mac_hi: u32) -> u32 {
+    let h = dst[0] ^ dst[1] ^ dst[2] ^ dst[3] ^ mac_lo ^ (mac_hi << 16) ^ (in_if << 8);
     h.wrapping_mul(0x9E37_79B1) >> (32 - SLOT_BITS)
+}
+
+/// A destination as the program's words.
+fn dst_words(dst: std::net::IpAddr) -> ([u32; 4], u32) {
+    match dst {
+        std::net::IpAddr::V4(a) => ([u32::from_ne_bytes(a.octets()), 0, 0, 0], 4),
+        std::net::IpAddr::V6(a) => {
+            let o = a.octets();
+            let w = |i: usize| u32::from_ne_bytes([o[i], o[i + 1], o[i + 2], o[i + 3]]);
+            ([w(0), w(4), w(8), w(12)], 6)
+        }
+    }
 }
 
 /// The quickpath's tables and what it knows of the ports (see the module docs).
@@ -217,7 +237,7 @@ impl FastPath for Quickpath {
         if in_if == 0 || out_if == 0 {
             return;
         }
-        let dst = u32::from_ne_bytes(f.dst.octets());
+        let (dst, family) = dst_words(f.dst);
         let mac_lo = u32::from_le_bytes([f.in_mac[0], f.in_mac[1], f.in_mac[2], f.in_mac[3]]);
         let mac_hi = u32::from(u16::from_le_bytes([f.in_mac[4], f.in_mac[5]]));
         let s = slot(in_if, dst, mac_lo, mac_hi);
@@ -231,7 +251,8 @@ impl FastPath for Quickpath {
         let gen_hi = (f.generation >> 32) as u32;
         if q != 0
             && w(E_IN_IF) == in_if
-            && w(E_DST) == dst
+            && (0..4).all(|k| w(E_DST + 4 * k) == dst[k as usize])
+            && w(E_FAMILY) == family
             && w(E_MAC_LO) == mac_lo
             && w(E_MAC_HI) & 0xffff == mac_hi
             && w(E_GEN) == gen_lo
@@ -254,7 +275,10 @@ impl FastPath for Quickpath {
             b
         };
         put(E_IN_IF, in_if);
-        put(E_DST, dst);
+        for (k, d) in dst.iter().enumerate() {
+            put(E_DST + 4 * k as i16, *d);
+        }
+        put(E_FAMILY, family);
         put(E_MAC_LO, mac_lo);
         put(E_MAC_HI, mac_hi | u32::from(f.vr) << 16);
         put(E_OUT_IF, out_if);
@@ -317,9 +341,16 @@ const S_OUT_IF: i16 = -28;
 const S_L2: i16 = -40;
 const S_LEN: i16 = -44;
 const S_GEN: i16 = -56;
+/// The family (4 or 6), spilled as a 64-bit constant so the verifier follows each
+/// family's path on its own.
+const S_FAM: i16 = -64;
+
+/// IPv6 next headers the quickpath forwards: TCP, UDP, ICMPv6 (extension headers, whose
+/// chain the full path checks, take the full path).
+const NEXT_HEADERS: [i32; 3] = [6, 17, 58];
 
 fn program(qp: &Quickpath, xsks: &Map) -> Vec<Insn> {
-    use Cond::{Eq, Ge, Gt, Le, Lt, Ne};
+    use Cond::{Always, Eq, Ge, Gt, Le, Lt, Ne};
     use Op::{I, Jump, JumpReg, Label};
     let ld = |s, d, r, o| I(Insn::load(s, d, r, o));
     let st = |s, r, o, v| I(Insn::store(s, r, o, v));
@@ -335,17 +366,25 @@ fn program(qp: &Quickpath, xsks: &Map) -> Vec<Insn> {
         movr(6, 1), // r6 = ctx
         ld(Size::W, 7, 6, MD_DATA),
         ld(Size::W, 8, 6, MD_DATA_END),
-        // 34 bytes: Ethernet II + a 20-byte IPv4 header.
         movr(2, 7),
-        alu(Alu::Add, 2, 34),
+        alu(Alu::Add, 2, 14),
         JumpReg(Gt, 2, 8, "xsk"),
-        ld(Size::H, 2, 7, 12),
-        Jump(Ne, 2, 0x0008, "xsk"), // ethertype 0x0800, as a little-endian load
-        ld(Size::B, 2, 7, 14),
-        Jump(Ne, 2, 0x45, "xsk"),
         ld(Size::B, 2, 7, 0),
         alu(Alu::And, 2, 1),
         Jump(Ne, 2, 0, "xsk"), // a group address
+        // The frame's length (a scalar: packet pointers cannot be subtracted here).
+        movr(1, 6),
+        I(Insn::call(bpf::FUNC_XDP_GET_BUFF_LEN)),
+        st(Size::W, 10, S_LEN, 0),
+        ld(Size::H, 2, 7, 12),
+        Jump(Eq, 2, 0xdd86, "v6"), // ethertypes as little-endian loads
+        Jump(Ne, 2, 0x0008, "xsk"),
+        // ---- IPv4: Ethernet II + a 20-byte header.
+        movr(2, 7),
+        alu(Alu::Add, 2, 34),
+        JumpReg(Gt, 2, 8, "xsk"),
+        ld(Size::B, 2, 7, 14),
+        Jump(Ne, 2, 0x45, "xsk"),
         ld(Size::B, 2, 7, 22),
         Jump(Le, 2, 1, "xsk"), // TTL expires here: the full path sends the ICMP error
         // The source: what `ip4-input` lets by without a closer look (not 0/8, 127/8 or
@@ -372,19 +411,70 @@ fn program(qp: &Quickpath, xsks: &Map) -> Vec<Insn> {
     }
     o.extend([
         Jump(Ne, 3, 0xffff, "xsk"),
-        // The frame's length, and the total length within it.
-        movr(1, 6),
-        I(Insn::call(bpf::FUNC_XDP_GET_BUFF_LEN)),
-        st(Size::W, 10, S_LEN, 0),
+        // The total length, within the frame.
         ld(Size::H, 4, 7, 16),
         I(Insn::to_be(4, 16)),
         Jump(Lt, 4, 20, "xsk"),
-        movr(2, 0),
+        ld(Size::W, 2, 10, S_LEN),
         alu(Alu::Sub, 2, 14),
         JumpReg(Gt, 4, 2, "xsk"),
         st(Size::Dw, 10, S_TOT_LEN, 4),
-        // The slot: see `slot`.
-        ld(Size::W, 1, 7, 30),
+        mov(2, 4),
+        st(Size::Dw, 10, S_FAM, 2),
+        ld(Size::W, 1, 7, 30), // the destination's one word
+        Jump(Always, 0, 0, "hash"),
+        // ---- IPv6: Ethernet II + the 40-byte header.
+        Label("v6"),
+        movr(2, 7),
+        alu(Alu::Add, 2, 54),
+        JumpReg(Gt, 2, 8, "xsk"),
+        ld(Size::B, 2, 7, 14),
+        alu(Alu::Rsh, 2, 4),
+        Jump(Ne, 2, 6, "xsk"),
+        ld(Size::B, 2, 7, 20),
+    ]);
+    for nh in NEXT_HEADERS {
+        o.push(Jump(Eq, 2, nh, "nh"));
+    }
+    o.extend([
+        Jump(Always, 0, 0, "xsk"),
+        Label("nh"),
+        ld(Size::B, 2, 7, 21),
+        Jump(Le, 2, 1, "xsk"), // hop limit: the full path sends the ICMPv6 error
+        // The source: not multicast, not link-local (fe80::/10, which must not leave its
+        // link), not ::, ::1 or anything else in ::/96; the destination not multicast.
+        ld(Size::B, 2, 7, 22),
+        Jump(Eq, 2, 0xff, "xsk"),
+        ld(Size::H, 2, 7, 22),
+        alu(Alu::And, 2, 0xc0ff),
+        Jump(Eq, 2, 0x80fe, "xsk"),
+        ld(Size::W, 2, 7, 22),
+        ld(Size::W, 3, 7, 26),
+        alur(Alu::Or, 2, 3),
+        ld(Size::W, 3, 7, 30),
+        alur(Alu::Or, 2, 3),
+        Jump(Eq, 2, 0, "xsk"),
+        ld(Size::B, 2, 7, 38),
+        Jump(Eq, 2, 0xff, "xsk"),
+        // The packet (header + payload), within the frame.
+        ld(Size::H, 4, 7, 18),
+        I(Insn::to_be(4, 16)),
+        alu(Alu::Add, 4, 40),
+        ld(Size::W, 2, 10, S_LEN),
+        alu(Alu::Sub, 2, 14),
+        JumpReg(Gt, 4, 2, "xsk"),
+        st(Size::Dw, 10, S_TOT_LEN, 4),
+        mov(2, 6),
+        st(Size::Dw, 10, S_FAM, 2),
+        ld(Size::W, 1, 7, 38), // the destination's four words, folded
+        ld(Size::W, 2, 7, 42),
+        alur(Alu::Xor, 1, 2),
+        ld(Size::W, 2, 7, 46),
+        alur(Alu::Xor, 1, 2),
+        ld(Size::W, 2, 7, 50),
+        alur(Alu::Xor, 1, 2),
+        // ---- Both: the slot (see `slot`).
+        Label("hash"),
         ld(Size::W, 2, 7, 0),
         alur(Alu::Xor, 1, 2),
         ld(Size::H, 2, 7, 4),
@@ -420,15 +510,31 @@ fn program(qp: &Quickpath, xsks: &Map) -> Vec<Insn> {
         ld(Size::W, 2, 9, E_IN_IF),
         ld(Size::W, 3, 6, MD_INGRESS_IFINDEX),
         JumpReg(Ne, 2, 3, "xsk"),
-        ld(Size::W, 2, 9, E_DST),
-        ld(Size::W, 3, 7, 30),
-        JumpReg(Ne, 2, 3, "xsk"),
         ld(Size::W, 2, 9, E_MAC_LO),
         ld(Size::W, 3, 7, 0),
         JumpReg(Ne, 2, 3, "xsk"),
         ld(Size::H, 2, 9, E_MAC_HI),
         ld(Size::H, 3, 7, 4),
         JumpReg(Ne, 2, 3, "xsk"),
+        ld(Size::W, 2, 9, E_FAMILY),
+        ld(Size::Dw, 3, 10, S_FAM),
+        JumpReg(Ne, 2, 3, "xsk"),
+        Jump(Eq, 3, 6, "cmp6"),
+        ld(Size::W, 2, 9, E_DST),
+        ld(Size::W, 3, 7, 30),
+        JumpReg(Ne, 2, 3, "xsk"),
+        Jump(Always, 0, 0, "cmp_done"),
+        Label("cmp6"),
+    ]);
+    for k in 0..4 {
+        o.extend([
+            ld(Size::W, 2, 9, E_DST + 4 * k),
+            ld(Size::W, 3, 7, 38 + 4 * k),
+            JumpReg(Ne, 2, 3, "xsk"),
+        ]);
+    }
+    o.extend([
+        Label("cmp_done"),
         // Within the egress MTU.
         ld(Size::H, 2, 9, E_MTU),
         ld(Size::Dw, 3, 10, S_TOT_LEN),
@@ -477,13 +583,16 @@ fn program(qp: &Quickpath, xsks: &Map) -> Vec<Insn> {
         mov(3, 0),
         I(Insn::call(bpf::FUNC_REDIRECT_MAP)),
         Jump(Ne, 0, bpf::XDP_REDIRECT, "xsk"),
-        // Rewrite: the MACs, TTL − 1 and the checksum (+ htons(0x0100), end-around carry).
+        // Rewrite: the MACs, then TTL − 1 and the checksum (+ htons(0x0100), end-around
+        // carry, as `ip_decrease_ttl`) or the hop limit − 1.
         ld(Size::W, 2, 10, S_L2),
         st(Size::W, 7, 0, 2),
         ld(Size::W, 2, 10, S_L2 + 4),
         st(Size::W, 7, 4, 2),
         ld(Size::W, 2, 10, S_L2 + 8),
         st(Size::W, 7, 8, 2),
+        ld(Size::Dw, 3, 10, S_FAM),
+        Jump(Eq, 3, 6, "rw6"),
         ld(Size::B, 2, 7, 22),
         alu(Alu::Sub, 2, 1),
         st(Size::B, 7, 22, 2),
@@ -493,6 +602,12 @@ fn program(qp: &Quickpath, xsks: &Map) -> Vec<Insn> {
         alu(Alu::Add, 2, 1),
         Label("csum"),
         st(Size::H, 7, 24, 2),
+        Jump(Always, 0, 0, "count"),
+        Label("rw6"),
+        ld(Size::B, 2, 7, 21),
+        alu(Alu::Sub, 2, 1),
+        st(Size::B, 7, 21, 2),
+        Label("count"),
     ]);
     map(&mut o, 1, &qp.stats);
     o.extend(key(S_VR));
@@ -566,7 +681,7 @@ mod tests {
             generation,
             in_port: 0,
             in_mac: IN_MAC,
-            dst: DST,
+            dst: DST.into(),
             out_port: 1,
             dst_mac: NBR,
             src_mac: OUT_MAC,
@@ -723,12 +838,89 @@ mod tests {
         assert_eq!(s.qp.counts(3).0, 4);
     }
 
+    const DST6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 9);
+
+    /// Ethernet + IPv6 (UDP, 18 bytes of payload) from 2001:db8::2.
+    fn frame6(dst_mac: [u8; 6], hop: u8) -> Vec<u8> {
+        let mut f = Vec::new();
+        f.extend_from_slice(&dst_mac);
+        f.extend_from_slice(&[0x02, 0, 0, 0, 0xaa, 0x01]);
+        f.extend_from_slice(&[0x86, 0xdd]);
+        f.extend_from_slice(&[0x60, 0, 0, 0, 0, 26, 17, hop]);
+        f.extend_from_slice(&std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2).octets());
+        f.extend_from_slice(&DST6.octets());
+        f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 0, 26, 0, 0]);
+        f.extend((0..18).map(|i| i as u8));
+        f
+    }
+
+    #[test]
+    fn an_ipv6_flow_is_forwarded_with_the_hop_limit_decremented() {
+        let Some(s) = setup() else { return };
+        let f = frame6(IN_MAC, 64);
+        assert_eq!(run(&s, &f), (PASS, f.clone()));
+        s.qp.publish(3, 10);
+        s.qp.offer(&FastFlow {
+            dst: DST6.into(),
+            ..flow(10)
+        });
+        let (rc, out) = run(&s, &f);
+        assert_eq!(rc, REDIRECT);
+        let mut want = f.clone();
+        want[..6].copy_from_slice(&NBR);
+        want[6..12].copy_from_slice(&OUT_MAC);
+        want[14 + 7] = 63;
+        assert_eq!(out, want);
+        // The IPv4 entry for a destination with the same first word is another flow.
+        let mut v4 = frame(IN_MAC, 64);
+        v4[30..34].copy_from_slice(&DST6.octets()[..4]);
+        v4[24] = 0;
+        v4[25] = 0;
+        let c = !checksum::data(&v4[14..34]);
+        v4[24..26].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(run(&s, &v4).0, PASS, "families never match each other");
+        // What the full path must see.
+        let good = f;
+        let mut cases: Vec<(&str, Vec<u8>)> = vec![("hop limit 1", frame6(IN_MAC, 1))];
+        let mut f = good.clone();
+        f[14 + 6] = 0; // hop-by-hop options
+        cases.push(("extension header", f));
+        let mut f = good.clone();
+        f[22..24].copy_from_slice(&[0xfe, 0x80]);
+        cases.push(("link-local source", f));
+        let mut f = good.clone();
+        f[22] = 0xff;
+        cases.push(("multicast source", f));
+        let mut f = good.clone();
+        f[22..38].copy_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+        cases.push(("loopback source", f));
+        let mut f = good.clone();
+        f[19] = 200; // payload length beyond the frame
+        cases.push(("length", f));
+        cases.push(("truncated", good[..50].to_vec()));
+        let mut f = good.clone();
+        f[14] = 0x40;
+        cases.push(("version", f));
+        for (what, f) in &cases {
+            assert_eq!(run(&s, f), (PASS, f.clone()), "{what}");
+        }
+        let mut small = FastFlow {
+            dst: DST6.into(),
+            ..flow(11)
+        };
+        small.mtu = 60;
+        s.qp.publish(3, 11);
+        s.qp.offer(&small);
+        assert_eq!(run(&s, &good).0, PASS, "over the MTU (66 bytes of packet)");
+        assert_eq!(s.qp.counts(3).0, 1);
+    }
+
     #[test]
     fn the_slot_hash_spreads_destinations() {
         let mut seen = std::collections::HashSet::new();
         for i in 0..1000u32 {
             let dst = u32::from_ne_bytes(Ipv4Addr::from(0xc633_6400 + i).octets());
-            seen.insert(slot(5, dst, 0x0000_0002, 0x0100));
+            seen.insert(slot(5, [dst, 0, 0, 0], 0x0000_0002, 0x0100));
         }
         assert!(seen.len() > 950, "{} distinct slots of 1000", seen.len());
         assert!(seen.iter().all(|&s| s < SLOTS));

@@ -13,12 +13,10 @@ use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::icmpv4::DstUnreachable;
 
 use crate::counters::{Drop, Node};
-use crate::fastpath::{FastFlow, FastPath};
 use crate::flow;
 use crate::node::icmp::{self, Icmp4};
 use crate::node::{Ctx, Scratch, adjcache, cycles, l2};
 use crate::vector::{PktVec, VECTOR};
-use crate::vr::{DemuxKey, Vif};
 
 const _: () = assert!(VECTOR <= BATCH);
 
@@ -334,7 +332,15 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
             if let Some((fp, fast_gen)) = cx.fast
                 && per_dst
             {
-                offer(cx, fp, fast_gen, (in_port, in_vif), dst, out, mac);
+                super::offer(
+                    cx,
+                    fp,
+                    fast_gen,
+                    (in_port, in_vif),
+                    IpAddr::V4(dst),
+                    out,
+                    mac,
+                );
             }
             cx.send_tagged(p, port, out.id, len);
             continue;
@@ -361,36 +367,6 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
         }
     }
     cx.count(Node::Forward, n, cycles().wrapping_sub(t1));
-}
-
-/// Offer the fast path a plain forwarding decision for `dst` (see [`crate::fastpath`]): only
-/// between untagged VIFs, the ingress one demultiplexed by its MAC alone (what a frame's
-/// port and destination MAC identify).
-#[inline(never)]
-fn offer(
-    cx: &Ctx<'_>,
-    fp: &dyn FastPath,
-    generation: u64,
-    (in_port, in_vif): (u16, u16),
-    dst: Ipv4Addr,
-    out: &Vif,
-    mac: [u8; 6],
-) {
-    let Some(vin) = cx.vif(in_vif) else { return };
-    if vin.config.vlan.is_some() || vin.config.key != DemuxKey::Mac || out.config.vlan.is_some() {
-        return;
-    }
-    fp.offer(&FastFlow {
-        vr: cx.vr.id,
-        generation,
-        in_port,
-        in_mac: vin.config.mac.0,
-        dst,
-        out_port: out.config.port,
-        dst_mac: mac,
-        src_mac: out.config.mac.0,
-        mtu: out.config.mtu,
-    });
 }
 
 #[cfg(test)]

@@ -153,6 +153,8 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
         let dst = dsts[i];
         let l3 = usize::from(pool.meta(&p).l3);
         let cached = hits[i].and_then(|(vif, mac)| cx.vif(vif).map(|o| (o, mac)));
+        // Whether the decision holds for every packet to `dst` (not one ECMP member's).
+        let mut per_dst = true;
         let (out, mac) = match cached {
             Some(hit) => hit,
             None => {
@@ -173,6 +175,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     if use_fc && !from_ecmp {
                         cx.st.fc6.put(dst.to_bits(), generation, vif, mac);
                     }
+                    per_dst = !from_ecmp;
                     (out, mac)
                 } else {
                     let Some(set) = id.and_then(|id| cx.vr.fib6.nexthops(id, &guard)) else {
@@ -186,6 +189,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                         continue;
                     };
                     let ecmp = set.hops().len() > 1;
+                    per_dst = !ecmp;
                     let hop = if ecmp {
                         let h =
                             flow::flow_key_v6(&pool.frame(&p)[l3..]).map_or(0, |k| flow::hash(&k));
@@ -281,7 +285,12 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
             continue;
         }
         pool.frame_mut(&mut p)[l3 + 7] -= 1;
-
+        if let Some((fp, fast_gen)) = cx.fast
+            && per_dst
+        {
+            let from = (m.port, m.vif);
+            super::offer(cx, fp, fast_gen, from, IpAddr::V6(dst), out, mac);
+        }
         l2::rewrite(
             pool,
             &mut p,

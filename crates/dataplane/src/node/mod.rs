@@ -209,6 +209,39 @@ pub(crate) fn cycles() -> u64 {
     }
 }
 
+/// Offer the fast path a plain forwarding decision for `dst` (see [`crate::fastpath`]): only
+/// between untagged VIFs, the ingress one demultiplexed by its MAC alone (what a frame's
+/// port and destination MAC identify).
+#[inline(never)]
+pub(crate) fn offer(
+    cx: &Ctx<'_>,
+    fp: &dyn crate::fastpath::FastPath,
+    generation: u64,
+    (in_port, in_vif): (u16, u16),
+    dst: std::net::IpAddr,
+    out: &Vif,
+    mac: [u8; 6],
+) {
+    let Some(vin) = cx.vif(in_vif) else { return };
+    if vin.config.vlan.is_some()
+        || vin.config.key != crate::vr::DemuxKey::Mac
+        || out.config.vlan.is_some()
+    {
+        return;
+    }
+    fp.offer(&crate::fastpath::FastFlow {
+        vr: cx.vr.id,
+        generation,
+        in_port,
+        in_mac: vin.config.mac.0,
+        dst,
+        out_port: out.config.port,
+        dst_mac: mac,
+        src_mac: out.config.mac.0,
+        mtu: out.config.mtu,
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::Bucket;
