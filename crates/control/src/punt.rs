@@ -176,6 +176,8 @@ pub struct ControlPlane {
     sync: Option<SyncOptions>,
     /// Punted frames dropped because their VR has no tap for the VIF.
     pub orphan_punts: u64,
+    /// Which taps have frames (`None` if epoll could not be had: every tap is read).
+    readiness: Option<vrhost_io::tap::Readiness>,
 }
 
 impl core::fmt::Debug for ControlPlane {
@@ -197,6 +199,9 @@ impl ControlPlane {
             vrs: HashMap::new(),
             sync: Some(SyncOptions::default()),
             orphan_punts: 0,
+            readiness: vrhost_io::tap::Readiness::new()
+                .map_err(|e| warn!("epoll: {e}; the taps will be read one by one"))
+                .ok(),
         }
     }
 
@@ -294,6 +299,12 @@ impl ControlPlane {
     /// how many frames moved.
     pub fn poll(&mut self) -> usize {
         let mut n = 0;
+        // Which taps have something (see `tap::Readiness`); without it, every tap is read.
+        let ready = self.readiness.as_mut().and_then(|r| {
+            r.ready(self.vrs.values().flat_map(|c| c.taps.iter()))
+                .map_err(|e| warn!("watching the taps: {e}; reading them all"))
+                .ok()
+        });
         for ctl in self.vrs.values_mut() {
             while let Some(p) = ctl.vr.punt_recv() {
                 n += 1;
@@ -318,6 +329,9 @@ impl ControlPlane {
                 }
             }
             for (vif, t) in ctl.taps.iter_mut().enumerate() {
+                if ready.as_ref().is_some_and(|r| !r.contains(&t.raw_fd())) {
+                    continue;
+                }
                 for _ in 0..64 {
                     match t.recv(&self.pool) {
                         Ok(Some(p)) => {

@@ -78,7 +78,11 @@ pub struct Tap {
     file: File,
     name: String,
     stats: TapStats,
+    /// Unique in this process (see [`Readiness`]).
+    id: u64,
 }
+
+static NEXT_TAP_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 // From <linux/if_tun.h>.
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
@@ -135,6 +139,7 @@ impl Tap {
             file,
             name: actual,
             stats: TapStats::default(),
+            id: NEXT_TAP_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -233,6 +238,95 @@ impl Tap {
                 })
             }
         }
+    }
+}
+
+/// Which taps have something to read, from one `epoll` set that watches them all.
+///
+/// Why: the control plane moves frames between every VR's taps and the data plane about
+/// once a millisecond; reading each tap to find it empty cost a system call per tap per
+/// round — with 64 VRs of two VIFs, 128,000 `readv` calls a second, 9 % of a core (`perf`
+/// of a daemon whose traffic all went by the quickpath); one `poll(2)` over all of them
+/// still cost 3 % (`tun_chr_poll` per tap). An epoll set costs one call that reports only
+/// the ready ones.
+///
+/// Taps join the set the first time they are passed to [`Readiness::ready`]; a closed tap
+/// leaves it by itself (its descriptor's last reference is gone).
+#[derive(Debug)]
+pub struct Readiness {
+    ep: std::os::fd::OwnedFd,
+    /// Ids of the taps in the set.
+    known: std::collections::HashSet<u64>,
+}
+
+impl Readiness {
+    /// An empty set.
+    pub fn new() -> std::io::Result<Readiness> {
+        // SAFETY: epoll_create1 takes flags only; the result is checked.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Readiness {
+            // SAFETY: a new descriptor that nothing else owns.
+            ep: unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) },
+            known: std::collections::HashSet::new(),
+        })
+    }
+
+    /// The descriptors of `taps` that have a frame (or an error) to read now; taps not yet
+    /// watched are added first. Does not wait.
+    pub fn ready<'a>(
+        &mut self,
+        taps: impl IntoIterator<Item = &'a Tap>,
+    ) -> std::io::Result<std::collections::HashSet<std::os::fd::RawFd>> {
+        let mut seen = std::collections::HashSet::with_capacity(self.known.len());
+        for t in taps {
+            seen.insert(t.id);
+            if self.known.contains(&t.id) {
+                continue;
+            }
+            let fd = t.file.as_raw_fd();
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: fd as u64,
+            };
+            // SAFETY: `ev` is a live epoll_event; `fd` is open (the tap holds it) and the
+            // epoll descriptor is ours.
+            let mut rc =
+                unsafe { libc::epoll_ctl(self.ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+            if rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+                // The number of a tap closed while a forked child still held it.
+                // SAFETY: as above.
+                rc = unsafe {
+                    libc::epoll_ctl(self.ep.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev)
+                };
+            }
+            if rc < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        self.known = seen;
+        // Room for every tap in one call: the set is level-triggered, so calling again for
+        // more would report the same ready taps again (in rotation), never an end.
+        let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; self.known.len().max(1)];
+        // SAFETY: `evs` has room for `evs.len()` events; timeout 0 does not block.
+        let n =
+            unsafe { libc::epoll_wait(self.ep.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, 0) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(evs[..n as usize]
+            .iter()
+            .map(|e| e.u64 as std::os::fd::RawFd)
+            .collect())
+    }
+}
+
+impl Tap {
+    /// The tap's descriptor (what [`Readiness::ready`] reports).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
     }
 }
 

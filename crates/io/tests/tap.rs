@@ -157,3 +157,91 @@ fn bad_names_are_refused() {
         );
     }
 }
+
+/// `Readiness` reports a tap once the kernel has a frame for it, and not before or after it
+/// was read; a tap created in place of a closed one (same descriptor number, often) is
+/// watched as well.
+#[test]
+fn readiness_reports_only_taps_with_frames() {
+    if !require_root("tap test") {
+        return;
+    }
+    let ns = Netns::new("tapready").unwrap();
+    // No IPv6: a fresh link would send router solicitations and MLD reports by itself.
+    for k in ["all", "default"] {
+        let out = ns
+            .exec(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{k}.disable_ipv6=1"),
+            ])
+            .unwrap();
+        assert!(out.status.success());
+    }
+    let pool = Pool::new(64);
+    let mut a = ns.run(|| Tap::create("vifa")).unwrap().unwrap();
+    let b = ns.run(|| Tap::create("vifb")).unwrap().unwrap();
+    let mac = TAP_MAC.to_string();
+    for dev in ["vifa", "vifb"] {
+        ns.ip(&["link", "set", dev, "address", &mac, "up"]).unwrap();
+    }
+    ns.ip(&["addr", "add", "192.0.2.1/24", "dev", "vifa"])
+        .unwrap();
+    let mut r = vrhost_io::tap::Readiness::new().unwrap();
+    // Drain what a fresh link sends by itself (router solicitations …), then expect quiet.
+    let settle = |r: &mut vrhost_io::tap::Readiness, a: &mut Tap, b: &Tap| {
+        std::thread::sleep(Duration::from_millis(50));
+        let mut v = PktVec::new();
+        while a.rx_burst(&pool, &mut v, 32) > 0 {
+            for p in v.drain(..) {
+                pool.free(p);
+            }
+        }
+        r.ready([&*a, b]).unwrap()
+    };
+    let _ = settle(&mut r, &mut a, &b);
+    // The kernel answers an ARP request written to `a`: only `a` becomes ready.
+    let mut v = PktVec::new();
+    v.push(pool.alloc_frame(&arp_request()).unwrap());
+    a.tx_burst(&pool, &mut v);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let ready = loop {
+        let ready = r.ready([&a, &b]).unwrap();
+        if !ready.is_empty() || Instant::now() > deadline {
+            break ready;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(ready.contains(&a.raw_fd()), "{ready:?}");
+    assert!(!ready.contains(&b.raw_fd()), "{ready:?}");
+    let reply = wait_for(&mut a, &pool, |f| {
+        f.len() >= 14 && f[12..14] == [0x08, 0x06]
+    });
+    assert_eq!(&reply[..6], &PEER_MAC.0);
+    // A tap made after another was closed is watched too.
+    drop(b);
+    let mut c = ns.run(|| Tap::create("vifc")).unwrap().unwrap();
+    ns.ip(&["link", "set", "vifc", "address", &mac, "up"])
+        .unwrap();
+    ns.ip(&["addr", "add", "198.51.100.1/24", "dev", "vifc"])
+        .unwrap();
+    let _ = settle(&mut r, &mut a, &c);
+    let mut req = arp_request();
+    // Ask for vifc's address.
+    req[38..42].copy_from_slice(&[198, 51, 100, 1]);
+    let mut v = PktVec::new();
+    v.push(pool.alloc_frame(&req).unwrap());
+    c.tx_burst(&pool, &mut v);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let ready = r.ready([&a, &c]).unwrap();
+        if ready.contains(&c.raw_fd()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new tap never became ready");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = wait_for(&mut c, &pool, |f| {
+        f.len() >= 14 && f[12..14] == [0x08, 0x06]
+    });
+}
