@@ -251,7 +251,10 @@ fn cases_of(profiles: &[Profile], many: u32) -> Vec<(Profile, u32)> {
         if many > 1
             && matches!(
                 p,
-                Profile::VrhostAfxdp | Profile::VrhostAfxdpQp | Profile::KernelVr
+                Profile::VrhostAfxdp
+                    | Profile::VrhostAfxdpQp
+                    | Profile::KernelVr
+                    | Profile::NoRouter
             )
         {
             v.push((p, many));

@@ -206,6 +206,12 @@ impl LayoutResult {
                 Some(0.95),
             );
             ratio(
+                format!("no-router ×{many} / ×1 (the lab itself)"),
+                find("no-router", many),
+                find("no-router", 1),
+                None,
+            );
+            ratio(
                 format!("kernel-vr ×{many} / ×1"),
                 find("kernel-vr", many),
                 find("kernel-vr", 1),
