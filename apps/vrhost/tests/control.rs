@@ -402,6 +402,23 @@ fn the_quickpath_carries_established_flows_and_follows_route_changes() {
     assert_eq!(ping(&lab, 0, &b6, 20, "0.01"), (20, 20), "IPv6");
     let v6 = d.vr("vr0")["quickpath_packets"].as_u64().unwrap() - before;
     assert!(v6 >= 30, "only {v6} of 40 IPv6 packets by the quickpath");
+    // And an IPv6 route change reaches it as an IPv4 one does.
+    let host6 = format!("{b6}/128");
+    let has_host6_route = || {
+        ctl_json(&d, &["routes", "vr0"])
+            .get("routes")
+            .is_some_and(|r| r.as_array().unwrap().iter().any(|r| r["prefix"] == host6))
+    };
+    exec(&["ip", "-6", "route", "add", "blackhole", &host6]);
+    wait("IPv6 blackhole in the data plane", 10, has_host6_route);
+    assert_eq!(
+        ping(&lab, 0, &b6, 20, "0.01"),
+        (20, 0),
+        "a stale IPv6 decision"
+    );
+    exec(&["ip", "-6", "route", "del", "blackhole", &host6]);
+    wait("IPv6 blackhole withdrawn", 10, || !has_host6_route());
+    assert_eq!(ping(&lab, 0, &b6, 20, "0.01"), (20, 20));
     let bytes = common::iperf(&lab, 0, 2);
     assert!(bytes > 1_000_000, "iperf3 moved only {bytes} bytes");
     let st = d.status();

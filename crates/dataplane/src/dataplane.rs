@@ -65,14 +65,6 @@ pub(crate) struct VrSnap {
     pub(crate) vif_epoch: u64,
 }
 
-impl VrSnap {
-    /// The VR's fast generation as seen with this snapshot's VIFs.
-    #[inline]
-    pub(crate) fn fast_generation(&self) -> u64 {
-        self.vr.fast_generation() + self.vif_epoch
-    }
-}
-
 /// Everything about the topology a worker reads, replaced whole on change.
 #[derive(Debug, Default)]
 pub(crate) struct Snapshot {
@@ -591,7 +583,7 @@ impl Dataplane {
     }
 
     /// Put a fast path in front of the data plane (see [`crate::fastpath`]): workers offer it
-    /// their plain IPv4 forwarding decisions and publish each VR's generation to it. Once per
+    /// their plain IPv4 and IPv6 forwarding decisions and publish each VR's generation to it. Once per
     /// data plane, before traffic: a second call is refused.
     pub fn set_fast_path(&self, fp: Arc<dyn FastPath>) -> Result<(), DpError> {
         self.0

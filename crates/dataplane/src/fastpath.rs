@@ -18,7 +18,7 @@
 //! **Why a generation and how it stays correct.** The fast path may use an entry only while
 //! the generation it was offered with equals the one last [`FastPath::publish`]ed for its VR.
 //! A VR's fast generation ([`crate::Vr::fast_generation`]) is a sum of counters that only
-//! grow — its FIB's and neighbour table's generations and an epoch bumped on every change to
+//! grow — its two FIBs' and its neighbour table's generations and an epoch bumped on every change to
 //! its VIFs, policer or quarantine — on top of a base unique to the VR (VR ids are reused:
 //! a new VR's base is above every generation an earlier VR with that id could reach). So any
 //! change makes every earlier entry of the VR stale, and the value offered is read before the

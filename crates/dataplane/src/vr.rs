@@ -315,13 +315,15 @@ impl Vr {
         self.quarantined.load(Ordering::Relaxed)
     }
 
-    /// The part of the VR's fast generation kept in the VR (see [`crate::fastpath`]; the
-    /// snapshot adds its VIFs' epoch): it grows with every change to routes, neighbours,
-    /// policer or quarantine.
-    pub(crate) fn fast_generation(&self) -> u64 {
+    /// The VR's fast generation (see [`crate::fastpath`]) with `vif_epoch`, the VIF changes
+    /// of the snapshot it is read with: it grows with every change to routes, neighbours,
+    /// VIFs, policer or quarantine.
+    pub(crate) fn fast_generation(&self, vif_epoch: u64) -> u64 {
         let g = self.fib4.generation()
+            + self.fib6.generation()
             + self.neigh.generation()
             + self.fast_epoch.load(Ordering::Acquire)
+            + vif_epoch
             + 1;
         self.fast_base + g.min((1 << crate::fastpath::BASE_SHIFT) - 2)
     }

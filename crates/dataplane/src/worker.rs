@@ -457,7 +457,7 @@ impl Worker {
                 let Some(l) = self.vrs.get(i).and_then(Option::as_ref) else {
                     continue;
                 };
-                let g = l.snap.fast_generation();
+                let g = l.snap.vr.fast_generation(l.snap.vif_epoch);
                 if self.fast_published.len() <= i {
                     self.fast_published.resize(i + 1, 0);
                 }
@@ -1174,7 +1174,7 @@ impl Worker {
             st: &mut o.state,
             now_ns,
             waited,
-            fast: fast.map(|f| (f, snap.fast_generation())),
+            fast: fast.map(|f| (f, snap.vr.fast_generation(snap.vif_epoch))),
         };
         let n = injected + input.len();
         crate::node::input::inject(&mut cx, &mut v);

@@ -221,6 +221,19 @@ fn every_change_publishes_a_larger_generation_and_removal_retires_them() {
         )
         .unwrap();
     step(&mut rig);
+    vr.fib6
+        .insert(
+            "2001:db8:ff::/48".parse().unwrap(),
+            NextHop::Via {
+                addr: "2001:db8:1::2"
+                    .parse::<std::net::Ipv6Addr>()
+                    .unwrap()
+                    .into(),
+                ifindex: 1,
+            },
+        )
+        .unwrap();
+    step(&mut rig);
     vr.neigh.set(1, NH.into(), mac(0x44));
     step(&mut rig);
     rig.dp.set_vif_mtu("blue", 1, 1400).unwrap();
