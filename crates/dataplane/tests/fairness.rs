@@ -422,7 +422,11 @@ fn a_preempted_worker_does_not_get_its_vrs_quarantined() {
     assert_eq!(s0.watchdog_excused + s0.watchdog_offences, 40, "{s0:?}");
     assert!(s0.watchdog_offences < 3, "{s0:?}");
     assert_eq!(rig.dp.vr("vr1").unwrap().stats().tx_packets, 80);
-    // Back on the CPU, a path that really is slow is still caught.
+    // Back on the CPU, a path that really is slow is still caught: within three vectors
+    // (fewer if one or two of the excused phase's offences are still in the watchdog's
+    // window of 32; one in its first eight vectors has left it, so the total is not
+    // always 3).
+    let before = s0.watchdog_offences;
     rig.dp.set_extra_wait("vr0", 0).unwrap();
     rig.dp.set_extra_cost("vr0", 2_000_000).unwrap();
     for _ in 0..5 {
@@ -431,7 +435,8 @@ fn a_preempted_worker_does_not_get_its_vrs_quarantined() {
         t.drain(&mut rig, &mut last);
     }
     assert!(v0.quarantined());
-    assert_eq!(v0.stats().watchdog_offences, 3);
+    let caught = v0.stats().watchdog_offences - before;
+    assert!((1..=3).contains(&caught), "{caught} offences to quarantine");
     settle(&mut rig, &mut t);
 }
 
