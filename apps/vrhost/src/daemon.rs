@@ -23,7 +23,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tracing::{error, info, warn};
 use vrhost_control::apply;
-use vrhost_control::config::{Config, ScalingSpec, VrPlan, ifindex};
+use vrhost_control::config::{Config, PortSpec, ScalingSpec, VrPlan, ifindex};
 use vrhost_control::punt::ControlPlane;
 use vrhost_control::sync::SyncOptions;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
@@ -143,11 +143,7 @@ impl Daemon {
         let ctl = ctl::Server::bind(socket)?;
         // Open every port before creating anything else: a port that cannot open stops the
         // start with nothing else touched.
-        let quickpath = if cfg
-            .ports
-            .iter()
-            .any(|p| p.quickpath.as_ref().is_some_and(|q| *q.get_ref()))
-        {
+        let quickpath = if cfg.ports.iter().any(PortSpec::wants_quickpath) {
             let qp = Arc::new(Quickpath::new().context("quickpath tables")?);
             dp.set_fast_path(qp.clone())?;
             Some(qp)
@@ -185,7 +181,7 @@ impl Daemon {
                 p.describe()
             );
             if let Some(qp) = &quickpath {
-                p.join_quickpath(qp, port_ids[i], p.quickpath_ingress(&cfg.ports[i]))?;
+                p.join_quickpath(qp, port_ids[i])?;
             }
         }
         let mut control = ControlPlane::new(dp.clone(), &cfg.control.netns_prefix);

@@ -36,6 +36,8 @@ pub(crate) struct OpenPort {
     iface: String,
     tx: TxChoice,
     tx_paths: Vec<Arc<TxPathState>>,
+    /// Its XDP program is the quickpath's (frames it receives may be forwarded there).
+    quickpath: bool,
 }
 
 /// The port's sockets.
@@ -55,7 +57,7 @@ impl OpenPort {
         pool: &Arc<Pool>,
         quickpath: Option<&Arc<Quickpath>>,
     ) -> anyhow::Result<OpenPort> {
-        let quickpath = quickpath.filter(|_| spec.quickpath.as_ref().is_some_and(|q| *q.get_ref()));
+        let quickpath = quickpath.filter(|_| spec.wants_quickpath());
         let iface = spec.interface.get_ref();
         let queues = workers as u32;
         let xdp = |spec: &PortSpec| {
@@ -122,6 +124,7 @@ impl OpenPort {
             _ => tx,
         };
         let port = OpenPort {
+            quickpath: quickpath.is_some() && matches!(sock, Sock::Xdp(_)),
             sock,
             iface: iface.clone(),
             tx,
@@ -169,16 +172,11 @@ impl OpenPort {
 
     /// Put the port into `qp`: as an ingress if its XDP program is the quickpath's, and as
     /// an egress while its queues transmit by XDP. Call after [`OpenPort::take_queues`].
-    pub(crate) fn join_quickpath(
-        &self,
-        qp: &Quickpath,
-        id: PortId,
-        ingress: bool,
-    ) -> anyhow::Result<()> {
+    pub(crate) fn join_quickpath(&self, qp: &Quickpath, id: PortId) -> anyhow::Result<()> {
         let Sock::Xdp(p) = &self.sock else {
             return Ok(());
         };
-        if ingress {
+        if self.quickpath {
             qp.add_ingress(id, p.ifindex());
         }
         if let Some(tx) = self.tx_paths.first() {
@@ -186,11 +184,6 @@ impl OpenPort {
                 .with_context(|| format!("{}: quickpath egress", self.iface))?;
         }
         Ok(())
-    }
-
-    /// Whether frames it receives go through the quickpath program.
-    pub(crate) fn quickpath_ingress(&self, spec: &PortSpec) -> bool {
-        matches!(self.sock, Sock::Xdp(_)) && spec.quickpath.as_ref().is_some_and(|q| *q.get_ref())
     }
 
     /// Backend, mode and transmit path, for logs and `ctl status`.

@@ -294,6 +294,13 @@ pub struct PortSpec {
     pub quickpath: Option<Spanned<bool>>,
 }
 
+impl PortSpec {
+    /// Whether the port asks for the quickpath.
+    pub fn wants_quickpath(&self) -> bool {
+        self.quickpath.as_ref().is_some_and(|q| *q.get_ref())
+    }
+}
+
 /// How a VIF's frames are recognised on its port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -16,6 +16,7 @@
 //! again. A VR removed by a reload, or every VR on a clean stop, takes its namespace with it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 
 use tracing::{error, info, warn};
@@ -329,7 +330,10 @@ impl ControlPlane {
                 }
             }
             for (vif, t) in ctl.taps.iter_mut().enumerate() {
-                if ready.as_ref().is_some_and(|r| !r.contains(&t.raw_fd())) {
+                if ready
+                    .as_ref()
+                    .is_some_and(|r| !r.contains(&t.as_fd().as_raw_fd()))
+                {
                     continue;
                 }
                 for _ in 0..64 {

@@ -667,12 +667,18 @@ mod tests {
         ip[9] = 17;
         ip[12..16].copy_from_slice(&[10, 0, 0, 2]);
         ip[16..20].copy_from_slice(&DST.octets());
-        let c = !checksum::data(&ip);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
         f.extend_from_slice(&ip);
         f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 0, 26, 0, 0]);
         f.extend((0..18).map(|i| i as u8));
+        refill_checksum(&mut f);
         f
+    }
+
+    /// Make the IPv4 header checksum of frame `f` right again.
+    fn refill_checksum(f: &mut [u8]) {
+        f[24..26].fill(0);
+        let c = !checksum::data(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
     }
 
     fn flow(generation: u64) -> FastFlow {
@@ -792,11 +798,8 @@ mod tests {
             ("source 224/3", 240),
         ] {
             let mut f = good.clone();
-            f[14 + 12] = first; // with its checksum recomputed: only the source is wrong
-            f[24] = 0;
-            f[25] = 0;
-            let c = !checksum::data(&f[14..34]);
-            f[24..26].copy_from_slice(&c.to_be_bytes());
+            f[14 + 12] = first;
+            refill_checksum(&mut f); // only the source is wrong
             cases.push((what, f));
         }
         let mut f = good.clone();
@@ -874,10 +877,7 @@ mod tests {
         // The IPv4 entry for a destination with the same first word is another flow.
         let mut v4 = frame(IN_MAC, 64);
         v4[30..34].copy_from_slice(&DST6.octets()[..4]);
-        v4[24] = 0;
-        v4[25] = 0;
-        let c = !checksum::data(&v4[14..34]);
-        v4[24..26].copy_from_slice(&c.to_be_bytes());
+        refill_checksum(&mut v4);
         assert_eq!(run(&s, &v4).0, PASS, "families never match each other");
         // What the full path must see.
         let good = f;

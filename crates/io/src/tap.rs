@@ -323,13 +323,6 @@ impl Readiness {
     }
 }
 
-impl Tap {
-    /// The tap's descriptor (what [`Readiness::ready`] reports).
-    pub fn raw_fd(&self) -> std::os::fd::RawFd {
-        self.file.as_raw_fd()
-    }
-}
-
 impl AsFd for Tap {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.file.as_fd()

@@ -3,6 +3,7 @@
 //! trip a VR's control plane depends on.
 
 use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use vrhost_dataplane::port::{RxQueue, TxQueue};
@@ -212,8 +213,8 @@ fn readiness_reports_only_taps_with_frames() {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    assert!(ready.contains(&a.raw_fd()), "{ready:?}");
-    assert!(!ready.contains(&b.raw_fd()), "{ready:?}");
+    assert!(ready.contains(&a.as_fd().as_raw_fd()), "{ready:?}");
+    assert!(!ready.contains(&b.as_fd().as_raw_fd()), "{ready:?}");
     let reply = wait_for(&mut a, &pool, |f| {
         f.len() >= 14 && f[12..14] == [0x08, 0x06]
     });
@@ -235,7 +236,7 @@ fn readiness_reports_only_taps_with_frames() {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         let ready = r.ready([&a, &c]).unwrap();
-        if ready.contains(&c.raw_fd()) {
+        if ready.contains(&c.as_fd().as_raw_fd()) {
             break;
         }
         assert!(Instant::now() < deadline, "the new tap never became ready");
