@@ -89,15 +89,15 @@ impl Daemon {
         // The forwarding direction's egress, p1, transmits by `tx` (`auto`, `socket`,
         // `xdp`); p0 (a few replies to the generator's side, whose a0 runs no NAPI) keeps
         // the default.
-        let p1 = Side::B.port();
-        let block = format!("name = {p1:?}\ninterface = {p1:?}\nbackend = {backend:?}\n");
-        anyhow::ensure!(text.contains(&block), "no port {p1} in the rendered config");
-        let mut text = text.replace(&block, &format!("{block}tx = {tx:?}\n"));
+        let with = |text: String, side: Side, line: &str| {
+            let p = side.port();
+            let block = format!("name = {p:?}\ninterface = {p:?}\nbackend = {backend:?}\n");
+            anyhow::ensure!(text.contains(&block), "no port {p} in the rendered config");
+            Ok(text.replace(&block, &format!("{block}{line}\n")))
+        };
+        let mut text = with(text, Side::B, &format!("tx = {tx:?}"))?;
         if quickpath {
-            let p0 = Side::A.port();
-            let block = format!("name = {p0:?}\ninterface = {p0:?}\nbackend = {backend:?}\n");
-            anyhow::ensure!(text.contains(&block), "no port {p0} in the rendered config");
-            text = text.replace(&block, &format!("{block}quickpath = true\n"));
+            text = with(text, Side::A, "quickpath = true")?;
         }
         let base = std::env::temp_dir().join(format!("vrbench-fwd-{}", lab.prefix()));
         let config = base.with_extension("toml");
