@@ -841,7 +841,9 @@ mod tests {
         assert_eq!(s.qp.counts(3).0, 4);
     }
 
-    const DST6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 9);
+    /// Its last three words XOR to 0, so its slot is the one of the IPv4 address in its
+    /// first word: only the family tells the two apart.
+    const DST6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 9, 0, 9, 0, 0);
 
     /// Ethernet + IPv6 (UDP, 18 bytes of payload) from 2001:db8::2.
     fn frame6(dst_mac: [u8; 6], hop: u8) -> Vec<u8> {
@@ -874,10 +876,26 @@ mod tests {
         want[6..12].copy_from_slice(&OUT_MAC);
         want[14 + 7] = 63;
         assert_eq!(out, want);
-        // The IPv4 entry for a destination with the same first word is another flow.
+        // An IPv4 frame to the address in its first word looks up the same slot and
+        // matches every IPv4 field of the entry, but is another flow.
         let mut v4 = frame(IN_MAC, 64);
         v4[30..34].copy_from_slice(&DST6.octets()[..4]);
         refill_checksum(&mut v4);
+        let w = |i: usize| u32::from_ne_bytes(v4[i..i + 4].try_into().unwrap());
+        assert_eq!(
+            slot(
+                LO,
+                [w(30), 0, 0, 0],
+                w(0),
+                u32::from(u16::from_ne_bytes([v4[4], v4[5]]))
+            ),
+            slot(
+                LO,
+                dst_words(DST6.into()).0,
+                w(0),
+                u32::from(u16::from_ne_bytes([v4[4], v4[5]]))
+            ),
+        );
         assert_eq!(run(&s, &v4).0, PASS, "families never match each other");
         // What the full path must see.
         let good = f;
