@@ -142,6 +142,7 @@ fn build() -> Harness {
         DataplaneConfig {
             workers: 1,
             ports: vec!["p0".into(), "p1".into()],
+            ..Default::default()
         },
     )
     .unwrap();

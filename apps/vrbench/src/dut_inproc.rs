@@ -132,6 +132,7 @@ impl InprocDut {
             DataplaneConfig {
                 workers: 1,
                 ports: vec!["in".into(), "out".into()],
+                ..Default::default()
             },
         )?;
         let (mut p_in, mut peer_in) = mem::port(1, 1, RING);

@@ -234,6 +234,7 @@ fn latency(routes: u32, json: bool) -> anyhow::Result<()> {
         DataplaneConfig {
             workers: 1,
             ports: vec!["p0".into()],
+            ..Default::default()
         },
     )?;
     let c = Churned::new(&dp, Vec::new())?;

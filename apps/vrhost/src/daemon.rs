@@ -136,6 +136,7 @@ impl Daemon {
             DataplaneConfig {
                 workers,
                 ports: names,
+                ..Default::default()
             },
         )?;
         let tsc_hz = vrhost_dataplane::tsc_hz(Duration::from_millis(50));

@@ -69,6 +69,7 @@ impl Rig {
             DataplaneConfig {
                 workers: 1,
                 ports: vec!["p0".into(), "p1".into()],
+                ..Default::default()
             },
         )
         .unwrap();

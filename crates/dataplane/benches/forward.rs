@@ -45,6 +45,7 @@ fn bench(c: &mut Criterion, name: &str, routes: usize, distinct: usize, cache: b
         DataplaneConfig {
             workers: 1,
             ports: vec!["in".into(), "out".into()],
+            ..Default::default()
         },
     )
     .unwrap();

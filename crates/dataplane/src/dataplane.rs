@@ -30,7 +30,7 @@ use crate::neigh::NeighTable;
 use crate::policer::Policer;
 use crate::pool::{MAX_FRAME, Pkt, Pool};
 use crate::port::{PortId, RxQueue, TxQueue};
-use crate::ring::ring;
+use crate::ring::{Consumer, ring};
 use crate::sched::{Fairness, Scheduler, WATCH_WINDOW, Watchdog};
 use crate::vr::{DemuxKey, IfAddr, Vif, VifConfig, VifId, Vr, VrConfig, VrId};
 use crate::worker::{Handoff, RxHeld, Worker};
@@ -45,12 +45,38 @@ pub const MAX_WEIGHT: u32 = 1_000_000;
 pub const MAX_MTU: u16 = (MAX_FRAME - 22) as u16;
 
 /// How to build a data plane.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct DataplaneConfig {
     /// Number of workers (each gets one [`Worker`]).
     pub workers: usize,
     /// Port names, in `PortId` order.
     pub ports: Vec<String>,
+    /// Which workers forward a VR's packets.
+    pub run_vrs: RunVrs,
+}
+
+/// Which workers forward a VR's packets (fixed for the data plane's life).
+///
+/// Why two ways: DESIGN.md's "keep a packet on one core". With one receive queue per
+/// worker (a multi-queue NIC or veth, RSS spreading the flows), a VR whose frames arrive
+/// on every queue is best forwarded by each receiving worker itself: handing frames from
+/// one CPU to the other caps forwarding near 1 Mpps on these machines, and a VR forwarded
+/// by one owner is limited to that owner's core. With fewer receive queues than workers,
+/// or VRs each fed by a queue of their own, owners let placement spread the VRs' work over
+/// cores the queues alone would not use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunVrs {
+    /// A VR is forwarded by one worker, its owner; the other workers demultiplex its frames
+    /// into rings the owner takes them from. Placement moves VRs between workers by load.
+    #[default]
+    OnOwner,
+    /// Every worker forwards the frames it received itself, for every VR (its own ingress
+    /// ring, flow and adjacency caches, ICMP and punt rate limits, scheduler pass and
+    /// watchdog history per VR). The owner only sends the control plane's injected
+    /// frames and publishes the VR's fast generations; placement moves receive queues only
+    /// to fold or unfold workers, and per-flow order holds because a flow's frames arrive on
+    /// one queue. The per-VR rate limits are per worker: up to one each per receiving worker.
+    WhereReceived,
 }
 
 /// A VR and its VIFs as workers see them.
@@ -166,6 +192,7 @@ pub(crate) struct Shared {
     pub(crate) fast: std::sync::OnceLock<Arc<dyn FastPath>>,
     /// VRs created so far: each new VR's fast generations start above every earlier one's.
     fast_seq: AtomicU64,
+    pub(crate) run_vrs: RunVrs,
 }
 
 impl Shared {
@@ -311,6 +338,7 @@ impl Dataplane {
             watchdog_strikes: AtomicU32::new(3),
             fast: std::sync::OnceLock::new(),
             fast_seq: AtomicU64::new(0),
+            run_vrs: config.run_vrs,
         })))
     }
 
@@ -382,6 +410,7 @@ impl Dataplane {
                 q,
                 track: Default::default(),
                 marks: Vec::new(),
+                fences: Vec::new(),
             })
             .collect();
         let mut parked = Vec::new();
@@ -489,9 +518,14 @@ impl Dataplane {
             }
             (0..self.0.workers).min_by_key(|w| load[*w]).unwrap_or(0)
         });
-        let (tx, rx): (Vec<_>, Vec<_>) = (0..self.0.workers)
+        let (tx, mut rx): (Vec<_>, Vec<_>) = (0..self.0.workers)
             .map(|_| ring(config.ingress_ring))
             .unzip();
+        // Where received, each worker consumes the ring it feeds; the owner takes none.
+        let local: Box<[Mutex<Option<Consumer>>]> = match self.0.run_vrs {
+            RunVrs::OnOwner => (0..self.0.workers).map(|_| Mutex::new(None)).collect(),
+            RunVrs::WhereReceived => rx.drain(..).map(|c| Mutex::new(Some(c))).collect(),
+        };
         let policer = Policer::default();
         policer.set(config.policer_pps, config.policer_bps);
         let vr = Arc::new(Vr {
@@ -515,6 +549,7 @@ impl Dataplane {
             neigh: NeighTable::default(),
             pool: self.0.pool.clone(),
             ingress_tx: tx.into_iter().map(|p| Mutex::new(Some(p))).collect(),
+            ingress_local: local,
             handoff: Mutex::new(Some(Handoff::new(rx))),
             punt: ArrayQueue::new(config.punt_queue),
             inject: ArrayQueue::new(1024),
@@ -824,7 +859,11 @@ impl Dataplane {
             vrs.push(s.clone());
         }
         *placed = next;
-        moves.extend(crate::placement::plan(&loads, &usable, margin, max_moves));
+        // Where received, a VR's load is where its frames arrive: moving its owner would
+        // move only the injected frames, so owners move off unused workers, and no more.
+        let local = self.0.run_vrs == RunVrs::WhereReceived;
+        let balance = if local { 0 } else { max_moves };
+        moves.extend(crate::placement::plan(&loads, &usable, margin, balance));
         let mut owner: Vec<Option<usize>> = snap
             .vrs
             .iter()
@@ -850,6 +889,7 @@ impl Dataplane {
                 let dom = self.0.rx_dominant[q].load(Ordering::Relaxed);
                 let follow = dom
                     .checked_sub(1)
+                    .filter(|_| !local)
                     .and_then(|v| owner.get(v as usize).copied().flatten())
                     .filter(|&w| w < active);
                 match follow {

@@ -22,7 +22,7 @@ use crate::neigh::NeighTable;
 use crate::policer::Policer;
 use crate::pool::{Pkt, Pool};
 use crate::port::PortId;
-use crate::ring::Producer;
+use crate::ring::{Consumer, Producer};
 use crate::worker::Handoff;
 
 /// Index of a VR in the data plane.
@@ -265,6 +265,9 @@ pub struct Vr {
     pub(crate) pool: Arc<Pool>,
     /// Producer end of the ingress ring fed by worker `i`, taken by that worker.
     pub(crate) ingress_tx: Box<[Mutex<Option<Producer>>]>,
+    /// With [`crate::RunVrs::WhereReceived`]: the consumer end of the ring fed by worker
+    /// `i`, taken by that same worker (`None` throughout otherwise).
+    pub(crate) ingress_local: Box<[Mutex<Option<Consumer>>]>,
     /// What the next owner takes over: the consumer ends of the ingress rings and the
     /// VR's worker-local state. Filled when the VR is created and by an owner giving it up;
     /// emptied by the owner taking it.
@@ -360,6 +363,11 @@ impl Drop for Vr {
         }
         if let Some(h) = self.handoff.get_mut().unwrap_or_else(|e| e.into_inner()) {
             for c in &mut h.consumers {
+                c.drain(|p| self.pool.free(p));
+            }
+        }
+        for c in self.ingress_local.iter_mut() {
+            if let Some(c) = c.get_mut().unwrap_or_else(|e| e.into_inner()) {
                 c.drain(|p| self.pool.free(p));
             }
         }

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use arrayvec::ArrayVec;
 
 use crate::counters::{Drop, Node};
-use crate::dataplane::{Shared, Snapshot, VrSnap};
+use crate::dataplane::{RunVrs, Shared, Snapshot, VrSnap};
 use crate::demux::{Verdict, VifRef, mac_key, parse_l2_packed, unpack};
 use crate::node::adjcache::AdjCache;
 use crate::node::flowcache::FlowCache;
@@ -136,7 +136,8 @@ impl Handoff {
     }
 }
 
-/// What the owner of a VR holds.
+/// What a worker that runs a VR holds: its owner, or with [`RunVrs::WhereReceived`] every
+/// worker (then the owner is the one that also sends injected frames).
 struct Owned {
     consumers: Vec<Consumer>,
     next_consumer: usize,
@@ -144,11 +145,44 @@ struct Owned {
     deferred: u32,
     state: VrState,
     sched: VrSched,
+    /// The previous owner's transmit fences: on the owner, nothing of the VR runs until
+    /// they have passed; where received, only its injected frames wait for them.
     fences: Vec<Box<dyn Fence>>,
     /// Last seen value of the VR's quarantine flag.
     quarantined: bool,
     /// Its inject queue may hold frames (see `Shared::inject_bell`).
     inject_pending: bool,
+    /// This worker sends the VR's injected frames (it is the owner and has taken over).
+    injects: bool,
+}
+
+impl Owned {
+    /// A VR's state on a worker that runs it where received, before (or without) its
+    /// owner's duties.
+    fn local(c: Consumer, cfg: &VrConfig) -> Owned {
+        Owned {
+            consumers: vec![c],
+            next_consumer: 0,
+            deferred: 0,
+            state: VrState::new(cfg),
+            sched: VrSched::default(),
+            fences: Vec::new(),
+            quarantined: false,
+            inject_pending: false,
+            injects: false,
+        }
+    }
+
+    /// Whether injected frames may be waiting and this worker may send them now.
+    fn may_inject(&mut self) -> bool {
+        if !self.injects || !self.inject_pending {
+            return false;
+        }
+        if !self.fences.is_empty() {
+            self.fences.retain(|f| !f.passed());
+        }
+        self.fences.is_empty()
+    }
 }
 
 /// A VR as a worker sees it. Demux's per-packet state comes first and fills the first cache
@@ -197,6 +231,22 @@ pub(crate) struct RxHeld {
     /// polled again once the VRs' owners have taken everything it received before (so a
     /// frame it receives now cannot overtake one received earlier by the other worker).
     pub(crate) marks: Vec<crate::ring::Mark>,
+    /// With [`RunVrs::WhereReceived`], the previous holder forwarded what it had received
+    /// before letting go: the queue is polled again once its transmit queues have sent it.
+    pub(crate) fences: Vec<Box<dyn Fence>>,
+}
+
+impl RxHeld {
+    /// Whether the previous holder's marks and fences have all passed.
+    fn ready(&mut self) -> bool {
+        if !self.marks.is_empty() {
+            self.marks.retain(|m| !m.passed());
+        }
+        if !self.fences.is_empty() {
+            self.fences.retain(|f| !f.passed());
+        }
+        self.marks.is_empty() && self.fences.is_empty()
+    }
 }
 
 impl core::fmt::Debug for RxHeld {
@@ -205,6 +255,7 @@ impl core::fmt::Debug for RxHeld {
             .field("id", &self.id)
             .field("port", &self.port)
             .field("waiting_marks", &self.marks.len())
+            .field("waiting_fences", &self.fences.len())
             .finish_non_exhaustive()
     }
 }
@@ -274,6 +325,8 @@ fn tag(m: &mut crate::Meta, port: PortId, r: VifRef, l2: &crate::L2Info) {
 pub struct Worker {
     sh: Arc<Shared>,
     id: usize,
+    /// The data plane runs VRs where received ([`RunVrs::WhereReceived`]).
+    local: bool,
     /// Receive queues this worker polls.
     rx: Vec<RxHeld>,
     /// Receive queues assigned to this worker whose hand-over it waits for.
@@ -330,6 +383,7 @@ impl Worker {
         tx: Vec<Box<dyn TxQueue>>,
     ) -> Worker {
         let mut w = Worker {
+            local: sh.run_vrs == RunVrs::WhereReceived,
             snap: Arc::new(Snapshot::default()),
             version: u64::MAX,
             sh,
@@ -437,7 +491,9 @@ impl Worker {
         if bell != self.inject_seen {
             self.inject_seen = bell;
             for l in self.vrs.iter_mut().flatten() {
-                if let Some(o) = l.own.as_mut() {
+                if let Some(o) = l.own.as_mut()
+                    && o.injects
+                {
                     o.inject_pending = true;
                 }
             }
@@ -461,6 +517,9 @@ impl Worker {
                 let Some(l) = self.vrs.get(i).and_then(Option::as_ref) else {
                     continue;
                 };
+                if l.snap.owner != self.id {
+                    continue;
+                }
                 let g = l.snap.vr.fast_generation(l.snap.vif_epoch);
                 if self.fast_published.len() <= i {
                     self.fast_published.resize(i + 1, 0);
@@ -480,11 +539,8 @@ impl Worker {
             Scheduler::Stride => {
                 let budget = VECTOR * rounds;
                 for q in 0..self.rx.len() {
-                    if !self.rx[q].marks.is_empty() {
-                        self.rx[q].marks.retain(|m| !m.passed());
-                        if !self.rx[q].marks.is_empty() {
-                            continue;
-                        }
+                    if !self.rx[q].ready() {
+                        continue;
                     }
                     for k in 0..rounds {
                         if !self.want_rx(q, budget) {
@@ -507,11 +563,8 @@ impl Worker {
             }
             Scheduler::RoundRobin => {
                 for q in 0..self.rx.len() {
-                    if !self.rx[q].marks.is_empty() {
-                        self.rx[q].marks.retain(|m| !m.passed());
-                        if !self.rx[q].marks.is_empty() {
-                            continue;
-                        }
+                    if !self.rx[q].ready() {
+                        continue;
                     }
                     let n = self.rx_one(q);
                     pressure |= n == VECTOR;
@@ -603,6 +656,11 @@ impl Worker {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .take();
+                let own = s.vr.ingress_local[self.id]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take()
+                    .map(|c| Owned::local(c, &s.vr.config));
                 LocalVr {
                     producer,
                     burst: 0,
@@ -612,18 +670,34 @@ impl Worker {
                     burst_full: 0,
                     burst_quar: 0,
                     snap: s.clone(),
-                    own: None,
+                    own,
                 }
             });
             // Same VR, maybe new VIFs or a new owner.
             l.snap = s.clone();
+            let duty = l.own.as_ref().is_some_and(|o| o.injects);
             if s.owner == self.id {
-                if l.own.is_some() {
-                    self.owned.push(i as VrId);
-                } else {
+                if !duty {
                     self.adopting.push(i as VrId);
                 }
-            } else if let Some(o) = l.own.take() {
+            } else if self.local && duty {
+                // Where received, only the owner's duties move: the injected frames wait
+                // for this worker's transmit queues, the VR keeps running here.
+                let o = l.own.as_mut().expect("a duty is held by a runner");
+                o.injects = false;
+                o.inject_pending = false;
+                let mut fences = core::mem::take(&mut o.fences);
+                fences.extend(self.tx.fences(&self.sh.pool));
+                let h = Handoff {
+                    consumers: Vec::new(),
+                    state: None,
+                    sched: VrSched::default(),
+                    fences,
+                };
+                let mut slot = s.vr.handoff.lock().unwrap_or_else(|e| e.into_inner());
+                debug_assert!(slot.is_none(), "only the holder fills the hand-off slot");
+                *slot = Some(h);
+            } else if !self.local && let Some(o) = l.own.take() {
                 // Moved away: hand everything to the next owner, between vectors.
                 let mut fences = o.fences;
                 fences.extend(self.tx.fences(&self.sh.pool));
@@ -637,8 +711,20 @@ impl Worker {
                 debug_assert!(slot.is_none(), "only the holder fills the hand-off slot");
                 *slot = Some(h);
             }
+            if l.own.is_some() {
+                self.owned.push(i as VrId);
+            }
         }
         // Receive queues: let go of those assigned elsewhere, wait for those assigned here.
+        let letting_go = self
+            .rx
+            .iter()
+            .any(|h| snap.rx_owner.get(h.id).is_some_and(|&o| o != self.id));
+        if self.local && letting_go {
+            // What this worker received it forwards itself: finish it now, so that the next
+            // holder need only wait for it to leave this worker's transmit queues.
+            self.run_backlog();
+        }
         let mut k = 0;
         while k < self.rx.len() {
             let qid = self.rx[k].id;
@@ -654,6 +740,9 @@ impl Worker {
                         .filter_map(|p| (p.queued(0) > 0).then(|| p.mark())),
                 );
                 h.track = RxTrack::default();
+                if self.local {
+                    h.fences.extend(self.tx.fences(&self.sh.pool));
+                }
                 let mut slots = self.sh.rx_slots.lock().unwrap_or_else(|e| e.into_inner());
                 slots[qid] = Some(h);
             } else {
@@ -707,6 +796,14 @@ impl Worker {
                 Err(std::sync::TryLockError::WouldBlock) => None,
             };
             let Some(h) = h else { return true };
+            if let Some(o) = l.own.as_mut() {
+                // Where received the VR runs here already: the owner's duties come over.
+                o.consumers.extend(h.consumers);
+                o.fences.extend(h.fences);
+                o.injects = true;
+                o.inject_pending = true;
+                return false;
+            }
             let mut sched = h.sched;
             sched.pass = *vtime;
             l.own = Some(Owned {
@@ -719,6 +816,7 @@ impl Worker {
                 quarantined: false,
                 // Frames may have been queued while the VR moved.
                 inject_pending: true,
+                injects: true,
             });
             // Keep `owned` in id order (the round-robin baseline runs VRs in that order).
             let at = owned.partition_point(|&o| o < vr);
@@ -1018,7 +1116,9 @@ impl Worker {
                     pool.free(p);
                 });
             }
-            while let Some(p) = l.snap.vr.inject.pop() {
+            while o.injects
+                && let Some(p) = l.snap.vr.inject.pop()
+            {
                 n += 1;
                 pool.free(p);
             }
@@ -1030,13 +1130,28 @@ impl Worker {
             o.quarantined = false;
             o.sched.history = 0;
         }
-        if !o.fences.is_empty() {
+        if !self.local && !o.fences.is_empty() {
             o.fences.retain(|f| !f.passed());
             if !o.fences.is_empty() {
                 return false;
             }
         }
         true
+    }
+
+    /// Forward everything waiting in this worker's rings (where received, before it lets
+    /// go of a receive queue) and push it to the transmit queues.
+    fn run_backlog(&mut self) {
+        let now_ns = self.sh.now_ns();
+        let (fairness, watchdog) = (self.sh.fairness(), self.sh.watchdog());
+        for i in 0..self.owned.len() {
+            let vr = self.owned[i];
+            if !self.runnable(vr) {
+                continue;
+            }
+            while self.run_vr(vr, now_ns, false, fairness, watchdog) == VECTOR {}
+        }
+        self.tx.kick(&self.sh.pool);
     }
 
     /// Spend up to `budget` packets of forwarding on the owned VRs, by stride pass.
@@ -1055,7 +1170,7 @@ impl Worker {
             if o.inject_pending && l.snap.vr.inject.is_empty() {
                 o.inject_pending = false;
             }
-            let inject = o.inject_pending;
+            let inject = o.may_inject();
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             if backlog == 0 && !inject {
                 continue;
@@ -1116,7 +1231,7 @@ impl Worker {
             return 0;
         };
         let Some(o) = l.own.as_mut() else { return 0 };
-        if coalesce && !o.inject_pending && o.deferred < MAX_DEFER {
+        if coalesce && !o.may_inject() && o.deferred < MAX_DEFER {
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             if backlog < COALESCE {
                 o.deferred += 1;
@@ -1132,7 +1247,7 @@ impl Worker {
         let pool = &*self.sh.pool;
         let mut v = PktVec::new();
         // Injected frames first: they are few and carry the control plane's protocols.
-        if o.inject_pending {
+        if o.may_inject() {
             while !v.is_full() {
                 let Some(p) = l.snap.vr.inject.pop() else {
                     // Drained: a frame queued from now on rings the bell again.

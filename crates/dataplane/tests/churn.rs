@@ -110,6 +110,7 @@ fn rig2() -> Rig2 {
         DataplaneConfig {
             workers: 1,
             ports: vec!["p0".into(), "p1".into()],
+            ..Default::default()
         },
     )
     .unwrap();
@@ -395,6 +396,7 @@ fn removing_a_vr_returns_its_queued_packets_to_the_pool() {
         DataplaneConfig {
             workers: 1,
             ports: vec!["p0".into(), "p1".into()],
+            ..Default::default()
         },
     )
     .unwrap();
@@ -464,6 +466,7 @@ fn removing_a_vr_frees_packets_queued_between_workers() {
             DataplaneConfig {
                 workers: 2,
                 ports: vec!["p0".into(), "p1".into()],
+                ..Default::default()
             },
         )
         .unwrap();

@@ -42,6 +42,7 @@ fn run(coalesce: Duration, gap: Duration) -> f64 {
         DataplaneConfig {
             workers: 1,
             ports: vec!["in".into(), "out".into()],
+            ..Default::default()
         },
     )
     .unwrap();
@@ -118,6 +119,7 @@ fn a_coalescing_delay_over_a_millisecond_is_refused() {
         DataplaneConfig {
             workers: 1,
             ports: vec!["p".into()],
+            ..Default::default()
         },
     )
     .unwrap();

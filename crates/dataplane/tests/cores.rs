@@ -45,6 +45,7 @@ fn workers_join_and_leave_under_traffic_without_loss_or_reordering() {
         DataplaneConfig {
             workers: 2,
             ports: vec!["in".into(), "out".into()],
+            ..Default::default()
         },
     )
     .unwrap();
@@ -178,6 +179,7 @@ fn the_scaler_follows_the_load() {
         DataplaneConfig {
             workers: 2,
             ports: vec!["in".into(), "out".into()],
+            ..Default::default()
         },
     )
     .unwrap();

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use vrhost_dataplane::port::mem::{self, MemPeer};
 use vrhost_dataplane::port::{RxQueue, TxQueue};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, VrConfig, Worker};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, RunVrs, VrConfig, Worker};
 use vrhost_wire::EthernetAddress;
 
 const TAG_AT: usize = 14 + 20 + 8;
@@ -41,12 +41,17 @@ fn two() -> Two {
 /// Two workers and VRs `names` (VR i: MAC `mac(1 + 2i)` on port 0, `mac(2 + 2i)` on port
 /// 1), all starting on worker 0.
 fn two_with(names: &[&str]) -> Two {
+    two_in(RunVrs::OnOwner, names)
+}
+
+fn two_in(run_vrs: RunVrs, names: &[&str]) -> Two {
     let pool = Pool::new(4 * RING);
     let dp = Dataplane::new(
         pool.clone(),
         DataplaneConfig {
             workers: 2,
             ports: vec!["in".into(), "out".into()],
+            run_vrs,
         },
     )
     .unwrap();
@@ -100,6 +105,8 @@ struct Sink {
     next: HashMap<u8, u32>,
     /// Frames taken from each worker's transmit queue.
     by_worker: [u64; 2],
+    /// Frames taken from worker w's transmit queue that came in on receive queue q: `[w][q]`.
+    by_path: [[u64; 2]; 2],
 }
 
 impl Sink {
@@ -116,6 +123,7 @@ impl Sink {
                 assert_eq!(seq, *next, "queue {q}: reordered, lost or duplicated");
                 *next += 1;
                 self.by_worker[w] += 1;
+                self.by_path[w][usize::from(q)] += 1;
                 n += 1;
             }
         }
@@ -196,12 +204,33 @@ fn a_moved_vr_waits_for_the_old_owners_transmit_queue() {
 /// microseconds: every frame leaves exactly once, in order per receive queue.
 #[test]
 fn moving_back_and_forth_under_traffic_loses_and_reorders_nothing() {
+    churn_under_traffic(two(), |dp, k| dp.move_vr("m", (k + 1) % 2).unwrap());
+}
+
+/// Where received, the owner moves back and forth (its injected frames only), and the
+/// second worker is folded away and back (its receive queues move to worker 0 and home
+/// again): every frame leaves exactly once, in order per receive queue.
+#[test]
+fn where_received_moves_and_folds_under_traffic_lose_and_reorder_nothing() {
+    churn_under_traffic(two_in(RunVrs::WhereReceived, &["m"]), |dp, k| {
+        if k % 2 == 0 {
+            dp.move_vr("m", (k / 2 + 1) % 2).unwrap();
+        } else {
+            let n = if k % 4 == 1 { 1 } else { 2 };
+            dp.set_active_workers(n).unwrap();
+        }
+    });
+}
+
+/// Feed both receive queues from a thread while the workers run on theirs and `churn` is
+/// called every 300 µs with a count; check the sink's order and that nothing is lost.
+fn churn_under_traffic(t: Two, mut churn: impl FnMut(&Dataplane, usize)) {
     let Two {
         pool,
         dp,
         workers,
         mut peers,
-    } = two();
+    } = t;
     let mut ingress = peers.remove(0);
     let mut egress = peers.remove(0);
     const N: u32 = 50_000;
@@ -260,7 +289,7 @@ fn moving_back_and_forth_under_traffic_loses_and_reorders_nothing() {
                 std::thread::yield_now();
             }
             if last_move.elapsed() > Duration::from_micros(300) {
-                dp.move_vr("m", (moves + 1) % 2).unwrap();
+                churn(&dp, moves);
                 moves += 1;
                 last_move = Instant::now();
             }
@@ -336,5 +365,89 @@ fn rebalance_moves_by_measured_load_and_respects_pins() {
     let ws = dp.worker_stats();
     assert_eq!((ws[0].vrs, ws[1].vrs), (3, 1));
     drop(workers);
+    assert_eq!(pool.available(), pool.capacity());
+}
+
+/// Where received, each worker forwards the frames its own receive queue took, onto its
+/// own transmit queue, with no hand-over between them; the owner (worker 0) sends the
+/// VR's injected frames, and after a move the new owner does, once the old owner's
+/// transmit queue has sent what it had. Placement moves neither the VR nor the queues.
+#[test]
+fn where_received_each_worker_forwards_what_it_received() {
+    let Two {
+        pool,
+        dp,
+        mut workers,
+        mut peers,
+    } = two_in(RunVrs::WhereReceived, &["m"]);
+    dp.pin_vr("m", None).unwrap();
+    let m = dp.vr("m").unwrap();
+    assert_eq!(m.owner(), 0);
+    let mut seq = [0u32; 2];
+    let mut feed = |peers: &mut [MemPeer], n: usize| {
+        for _ in 0..n {
+            for q in 0..2u8 {
+                assert!(peers[0].send(&pool, usize::from(q), &frame(q, seq[usize::from(q)])));
+                seq[usize::from(q)] += 1;
+            }
+        }
+    };
+    let mut sink = Sink::default();
+    feed(&mut peers, 100);
+    // Worker 1 alone forwards its queue's 100, not waiting for the owner.
+    workers[1].poll();
+    assert_eq!(m.stats().tx_packets, 100);
+    assert_eq!(peers[1].tx[1].len(), 100);
+    assert!(peers[1].tx[0].is_empty());
+    workers[0].poll();
+    assert_eq!(peers[1].tx[0].len(), 100);
+    assert_eq!(sink.drain(&pool, &mut peers[1], &[0, 1]), 200);
+    assert_eq!(sink.by_path, [[100, 0], [0, 100]]);
+
+    // The owner sends injected frames.
+    let injected = |k: u8| eth(NBR_MAC, mac(2), None, 0x88b5, &[k; 46]);
+    let p = pool.alloc_frame(&injected(1)).unwrap();
+    dp.inject("m", 1, p).map_err(|(e, _)| e).unwrap();
+    workers[1].poll();
+    assert!(peers[1].tx[1].is_empty(), "worker 1 is not the owner");
+    workers[0].poll();
+    let p = peers[1].tx[0].pop().expect("the owner sent it");
+    assert_eq!(pool.frame(&p), &injected(1)[..]);
+    pool.free(p);
+
+    // Move the owner to worker 1 with worker 0's transmit queue still full: both workers
+    // forward on at once; the injected frame waits for worker 0's queue to be sent.
+    feed(&mut peers, 50);
+    workers[0].poll();
+    dp.move_vr("m", 1).unwrap();
+    let p = pool.alloc_frame(&injected(2)).unwrap();
+    dp.inject("m", 1, p).map_err(|(e, _)| e).unwrap();
+    feed(&mut peers, 50);
+    for _ in 0..3 {
+        workers[0].poll();
+        workers[1].poll();
+    }
+    // 400 forwarded and the first injected frame; the second waits.
+    assert_eq!(m.stats().tx_packets, 401);
+    assert_eq!(peers[1].tx[0].len(), 100, "worker 0 forwards on");
+    assert_eq!(peers[1].tx[1].len(), 100, "worker 1 forwards on");
+    assert_eq!(sink.drain(&pool, &mut peers[1], &[0, 1]), 200);
+    assert_eq!(sink.by_path, [[200, 0], [0, 200]]);
+    workers[1].poll();
+    let p = peers[1].tx[1].pop().expect("the new owner sent it");
+    assert_eq!(pool.frame(&p), &injected(2)[..]);
+    pool.free(p);
+    assert!(peers[1].tx[0].is_empty());
+
+    // Placement leaves the VR and the queues where they are.
+    assert!(dp.rebalance(0.1, 4).is_empty());
+    let ws = dp.worker_stats();
+    assert_eq!((ws[0].rx_queues, ws[1].rx_queues), (2, 2));
+    let s = m.stats();
+    assert_eq!((s.rx_packets, s.tx_packets, s.total_drops()), (400, 402, 0));
+    assert_eq!((sink.next[&0], sink.next[&1]), (200, 200));
+    drop(workers);
+    drop(dp);
+    drop(m);
     assert_eq!(pool.available(), pool.capacity());
 }

@@ -49,6 +49,7 @@ fn two() -> Two {
         DataplaneConfig {
             workers: 2,
             ports: vec!["p0".into(), "p1".into()],
+            ..Default::default()
         },
     )
     .unwrap();

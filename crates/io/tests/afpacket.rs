@@ -482,6 +482,7 @@ fn forwards_ping_and_tcp_between_two_hosts() {
         DataplaneConfig {
             workers: 1,
             ports: vec!["r1".into(), "r2".into()],
+            ..Default::default()
         },
     )
     .unwrap();

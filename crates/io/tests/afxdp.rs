@@ -500,6 +500,7 @@ fn forwards_ping_between_two_hosts_through_the_data_plane() {
         DataplaneConfig {
             workers: 1,
             ports: vec!["p0".into(), "p1".into()],
+            ..Default::default()
         },
     )
     .unwrap();

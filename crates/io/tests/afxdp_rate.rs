@@ -99,6 +99,7 @@ fn forwarding_rate() {
         DataplaneConfig {
             workers: 1,
             ports: vec!["p0".into(), "p1".into()],
+            ..Default::default()
         },
     )
     .unwrap();

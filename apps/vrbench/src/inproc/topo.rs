@@ -184,6 +184,7 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
         DataplaneConfig {
             workers: sc.workers,
             ports: vec!["gen".into(), "sink".into()],
+            ..Default::default()
         },
     )?;
     dp.set_rx_coalesce(std::time::Duration::from_micros(sc.rx_coalesce_us))

@@ -75,6 +75,7 @@ impl Rig {
             DataplaneConfig {
                 workers: 1,
                 ports: (0..ports).map(|i| format!("p{i}")).collect(),
+                ..Default::default()
             },
         )
         .unwrap();

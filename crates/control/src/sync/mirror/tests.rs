@@ -24,6 +24,7 @@ fn vr() -> (Dataplane, Arc<Vr>) {
         DataplaneConfig {
             workers: 1,
             ports: vec!["p0".into()],
+            ..Default::default()
         },
     )
     .unwrap();
