@@ -87,7 +87,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use vrhost_lab::{Forwarder, Side};
 
-use dut::{Layout, P0Napi, Profile, SinkNapi, TestLab};
+use dut::{Layout, P0Napi, Profile, RunVrsArg, SinkNapi, TestLab};
 use report::{Case, Trial};
 
 /// Options of `vrbench fwd`.
@@ -128,6 +128,10 @@ pub(crate) struct Args {
     /// default, where vrhost transmits through its sockets.
     #[arg(long, value_enum, default_value_t = SinkNapi::Gro)]
     sink_napi: SinkNapi,
+    /// vrhost's `[dataplane] run_vrs`: `where-received` (each worker forwards what its own
+    /// queues took: on 2q both cores forward one VR) or `on-owner` (one worker per VR).
+    #[arg(long, value_enum, default_value_t = RunVrsArg::WhereReceived)]
+    run_vrs: RunVrsArg,
     /// A trial during which other processes used more than this % of the host's CPU is run
     /// again (see --retries).
     #[arg(long, default_value_t = 10.0)]
@@ -170,6 +174,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             Layout::named(l).map(|mut l| {
                 l.p0_napi = args.p0_napi;
                 l.sink_napi = args.sink_napi;
+                l.run_vrs = args.run_vrs;
                 l
             })
         })

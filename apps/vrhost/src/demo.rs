@@ -39,6 +39,7 @@ pub(crate) fn run(name: &str, socket: &Path, seconds: Option<u64>) -> anyhow::Re
             netns_prefix: format!("{name}-vr-"),
             routes: Vec::new(),
             extra_vifs: 0,
+            run_vrs: None,
         },
     );
     let cfg = Config::parse("<built-in example>", &text)?;

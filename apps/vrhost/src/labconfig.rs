@@ -29,6 +29,8 @@ pub struct LabConfig<'a> {
     /// named `x2`, `x3`, … with MAC `02:76:73:jj:ii:ii` (`j` the VIF's number, `i` the VR's
     /// index) and `172.16.j.1/24`; no host sends to them. Usually 0.
     pub extra_vifs: u32,
+    /// `[dataplane] run_vrs` (`on-owner`, `where-received`); `None` leaves the default.
+    pub run_vrs: Option<&'a str>,
 }
 
 /// The most VIFs per VR a lab config gives (two plus 62 idle ones).
@@ -40,9 +42,12 @@ pub fn render(lab: &Lab, o: &LabConfig<'_>) -> String {
     let cores: Vec<String> = o.cores.iter().map(ToString::to_string).collect();
     let _ = writeln!(
         s,
-        "# Generated for lab {:?}.\n[dataplane]\ncores = [{}]\n\n[control]\nnetns_prefix = {:?}\n",
+        "# Generated for lab {:?}.\n[dataplane]\ncores = [{}]\n{}\n[control]\nnetns_prefix = {:?}\n",
         lab.prefix(),
         cores.join(", "),
+        o.run_vrs
+            .map(|r| format!("run_vrs = {r:?}\n"))
+            .unwrap_or_default(),
         o.netns_prefix
     );
     for side in Side::BOTH {
@@ -122,6 +127,7 @@ mod tests {
                 netns_prefix: format!("{}-vr-", lab.prefix()),
                 routes: vec!["16.0.0.0/24".into(), "16.0.1.0/24".into()],
                 extra_vifs: 3,
+                run_vrs: None,
             },
         );
         let cfg = vrhost_control::config::Config::parse("test", &text).unwrap();

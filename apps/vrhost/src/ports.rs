@@ -16,11 +16,11 @@ use std::sync::atomic::Ordering;
 use anyhow::Context;
 use serde_json::{Value, json};
 use tracing::warn;
-use vrhost_control::config::{Backend, PortSpec, TxSpec, XdpMode};
+use vrhost_control::config::{Backend, FanoutSpec, PortSpec, TxSpec, XdpMode};
 use vrhost_dataplane::Pool;
 use vrhost_dataplane::port::PortId;
 use vrhost_dataplane::port::{RxQueue, TxQueue};
-use vrhost_io::afpacket::{PacketOptions, PacketPort};
+use vrhost_io::afpacket::{FanoutBy, PacketOptions, PacketPort};
 use vrhost_io::afxdp::{AttachMode, BindMode, XdpOptions, XdpPort};
 use vrhost_io::quickpath::Quickpath;
 use vrhost_io::txpath::{TxChoice, TxPath, TxPathState};
@@ -77,7 +77,18 @@ impl OpenPort {
             };
             XdpPort::open_with(iface, queues, pool, &opts, quickpath)
         };
-        let packet = || PacketPort::open(iface, queues, pool, &PacketOptions::default());
+        let packet = || {
+            let fanout = match spec.fanout.as_ref().map(|f| *f.get_ref()) {
+                None | Some(FanoutSpec::Auto) => FanoutBy::for_device(iface, queues as usize),
+                Some(FanoutSpec::Hash) => FanoutBy::Hash,
+                Some(FanoutSpec::Cpu) => FanoutBy::Cpu,
+            };
+            let opts = PacketOptions {
+                fanout,
+                ..PacketOptions::default()
+            };
+            PacketPort::open(iface, queues, pool, &opts)
+        };
         let busy = spec.busy_poll.as_ref().is_some_and(|b| *b.get_ref());
         let tx = match spec.tx {
             TxSpec::Auto => TxChoice::Auto,
@@ -193,7 +204,10 @@ impl OpenPort {
                 let (attach, bind) = p.mode();
                 format!("afxdp {attach:?}/{bind:?}").to_lowercase()
             }
-            Sock::Packet(_) => "afpacket".into(),
+            Sock::Packet(p) => match p.fanout() {
+                Some(f) => format!("afpacket, fanout by {f:?}").to_lowercase(),
+                None => "afpacket".into(),
+            },
         };
         let xdp = self.xdp_queues();
         match (self.tx, self.tx_paths.len()) {

@@ -195,6 +195,37 @@ fn two_workers_on_two_queue_ports() {
     }
 }
 
+/// Two-queue AF_PACKET ports (fanout by CPU: the veths have a queue per worker) with every
+/// worker forwarding what it received: pings and TCP through both VRs, nothing dropped
+/// but TCP's congestion signal.
+#[test]
+fn two_workers_forward_where_received_over_afpacket() {
+    if !require_root("vrhost end-to-end test") {
+        return;
+    }
+    let lab = Lab::up(&LabSpec::unique("e2e").vrs(2).queues(2)).unwrap();
+    let text = config(&lab, "afpacket", &[0, 1]).replace(
+        "cores = [0]",
+        "cores = [0, 1]\nrun_vrs = \"where-received\"",
+    );
+    let d = Daemon::start(&lab, &text);
+    assert_eq!(d.status()["run_vrs"], "where-received");
+    for vr in 0..2 {
+        let b = lab.vr(vr).b.addrs.host4.to_string();
+        assert_eq!(ping(&lab, vr, &b, 5, "0.05"), (5, 5), "vr{vr}");
+        assert!(iperf(&lab, vr, 1) > 1_000_000, "vr{vr}");
+    }
+    for vr in ["vr0", "vr1"] {
+        let s = d.vr(vr);
+        assert!(s["tx_packets"].as_u64().unwrap() > 1000, "{vr}: {s}");
+        let reasons = s["drop_reasons"].as_object().cloned().unwrap_or_default();
+        assert!(
+            reasons.keys().all(|k| k == "vr-ingress-full"),
+            "{vr} dropped for other reasons: {s}"
+        );
+    }
+}
+
 #[test]
 fn tenants_with_the_same_addresses_never_see_each_other() {
     tenants_apart(false);

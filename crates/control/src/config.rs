@@ -18,12 +18,15 @@
 //! watchdog_strikes = 3         # …offending this often in 32 vectors quarantines the VR
 //! realtime_priority = 0        # 1..=99: workers run SCHED_FIFO at it; 0: ordinary threads
 //! rx_coalesce_us = 0           # nap after a light poll, so light traffic fills vectors (0: off)
+//! run_vrs = "on-owner"         # on-owner: one worker forwards each VR (placed by load) |
+//!                              # where-received: each worker forwards what its queues took
 //!
 //! [[port]]
 //! name = "p0"
 //! interface = "p0"
 //! backend = "auto"             # afxdp | afpacket | auto (AF_XDP, else AF_PACKET)
 //! tx = "auto"                  # xdp | socket | auto (the device's XDP transmit where it takes it)
+//! fanout = "auto"              # AF_PACKET: cpu | hash | auto (cpu with a device queue per worker)
 //!
 //! [[vr]]
 //! name = "blue"
@@ -51,7 +54,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 use toml::Spanned;
-use vrhost_dataplane::{Fairness, IfAddr, MAX_MTU, MAX_WEIGHT};
+use vrhost_dataplane::{Fairness, IfAddr, MAX_MTU, MAX_WEIGHT, RunVrs};
 use vrhost_wire::EthernetAddress;
 
 /// A rejected config: where and what.
@@ -93,6 +96,20 @@ pub enum XdpMode {
     Generic,
 }
 
+/// How an AF_PACKET port with several queues shares its received frames among them
+/// (`[[port]] fanout`; see `vrhost_io::afpacket`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FanoutSpec {
+    /// By receiving CPU where the device has a queue per worker, else by flow hash.
+    #[default]
+    Auto,
+    /// By the kernel's symmetric flow hash.
+    Hash,
+    /// By the CPU that received the frame.
+    Cpu,
+}
+
 /// A port's transmit path (`[[port]] tx`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -126,6 +143,27 @@ impl From<FairnessSpec> for Fairness {
         match f {
             FairnessSpec::Packets => Fairness::Packets,
             FairnessSpec::Cycles => Fairness::Cycles,
+        }
+    }
+}
+
+/// `[dataplane] run_vrs`: which workers forward a VR's packets
+/// ([`vrhost_dataplane::RunVrs`] says when each is better).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunVrsSpec {
+    /// One worker per VR, placed by load; the others hand it the frames they receive.
+    #[default]
+    OnOwner,
+    /// Each worker forwards the frames its own receive queues took, for every VR.
+    WhereReceived,
+}
+
+impl From<RunVrsSpec> for RunVrs {
+    fn from(r: RunVrsSpec) -> RunVrs {
+        match r {
+            RunVrsSpec::OnOwner => RunVrs::OnOwner,
+            RunVrsSpec::WhereReceived => RunVrs::WhereReceived,
         }
     }
 }
@@ -176,6 +214,9 @@ pub struct DataplaneSection {
     /// (`Dataplane::set_rx_coalesce` says why).
     #[serde(default = "default_zero")]
     pub rx_coalesce_us: Spanned<i64>,
+    /// Which workers forward a VR's packets (fixed while running: a change restarts).
+    #[serde(default)]
+    pub run_vrs: RunVrsSpec,
 }
 
 fn default_watchdog_us() -> Spanned<i64> {
@@ -203,6 +244,7 @@ impl Default for DataplaneSection {
             watchdog_strikes: default_strikes(),
             realtime_priority: default_zero(),
             rx_coalesce_us: default_zero(),
+            run_vrs: RunVrsSpec::default(),
         }
     }
 }
@@ -292,6 +334,12 @@ pub struct PortSpec {
     /// policer never use it.
     #[serde(default)]
     pub quickpath: Option<Spanned<bool>>,
+    /// How an AF_PACKET port's queues share received frames (default `auto`): `cpu` gives
+    /// each worker the frames the kernel received on its CPU (they stay on one core),
+    /// `hash` spreads flows by the kernel's flow hash, `auto` is `cpu` where the device has
+    /// a queue per worker and `hash` where it has fewer. See `vrhost_io::afpacket`.
+    #[serde(default)]
+    pub fanout: Option<Spanned<FanoutSpec>>,
 }
 
 impl PortSpec {
@@ -747,6 +795,16 @@ impl Config {
                      the NAPI)",
                 ));
             }
+            if let Some(f) = &p.fanout
+                && p.backend == Backend::Afxdp
+            {
+                return Err(self.err(
+                    f,
+                    "port.fanout",
+                    "fanout applies to AF_PACKET ports only (an AF_XDP socket is bound to \
+                     its queue)",
+                ));
+            }
             if let Some(q) = &p.quickpath
                 && *q.get_ref()
                 && p.backend == Backend::Afpacket
@@ -1074,6 +1132,8 @@ impl Config {
             Some("[[port]] sections changed")
         } else if a.cores != b.cores || a.pool != b.pool {
             Some("[dataplane] cores or pool changed")
+        } else if a.run_vrs != b.run_vrs {
+            Some("[dataplane] run_vrs changed")
         } else if a.realtime_priority != b.realtime_priority {
             Some("[dataplane] realtime_priority changed")
         } else if self.control != next.control {

@@ -342,6 +342,11 @@ impl Dataplane {
         })))
     }
 
+    /// Which workers forward a VR's packets.
+    pub fn run_vrs(&self) -> RunVrs {
+        self.0.run_vrs
+    }
+
     /// The packet pool.
     pub fn pool(&self) -> &Arc<Pool> {
         &self.0.pool

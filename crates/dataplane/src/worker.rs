@@ -697,7 +697,9 @@ impl Worker {
                 let mut slot = s.vr.handoff.lock().unwrap_or_else(|e| e.into_inner());
                 debug_assert!(slot.is_none(), "only the holder fills the hand-off slot");
                 *slot = Some(h);
-            } else if !self.local && let Some(o) = l.own.take() {
+            } else if !self.local
+                && let Some(o) = l.own.take()
+            {
                 // Moved away: hand everything to the next owner, between vectors.
                 let mut fences = o.fences;
                 fences.extend(self.tx.fences(&self.sh.pool));

@@ -10,7 +10,8 @@
 //!
 //! - **receive** ([`PacketRx`]): a TPACKET_V3 block ring, mapped once, walked without system
 //!   calls (the walk is described in `afpacket/rx.rs`). All receive sockets of a port join one
-//!   `PACKET_FANOUT` group (`PACKET_FANOUT_HASH`) whose id the kernel picks
+//!   `PACKET_FANOUT` group (by flow hash or by receiving CPU, [`FanoutBy`]) whose id the
+//!   kernel picks
 //!   (`PACKET_FANOUT_FLAG_UNIQUEID`), so ids never collide between ports or processes. A
 //!   port with one queue joins no group: a group of one would cost the kernel a flow hash
 //!   per frame to choose its only member (about a tenth of the receiving CPU on veth).
@@ -25,8 +26,21 @@
 //! - **Copy on receive.** Frames are copied from the ring into pool slots rather than lent:
 //!   a block goes back to the kernel only whole and in order, and packets wait in VR rings
 //!   for unbounded times, so lending would let one packet freeze the ring.
-//! - **Hash fanout, without `PACKET_FANOUT_FLAG_DEFRAG`.** The hash is the kernel's
-//!   symmetric flow hash (addresses and ports), so a flow stays on one queue and in order.
+//! - **Fanout by receiving CPU where the device spreads receive, else by flow hash.** With
+//!   `PACKET_FANOUT_CPU` the frames the kernel received on CPU *c* go to socket *c* mod
+//!   *queues*: on a device with a receive queue per worker (RSS, or a multi-queue veth whose
+//!   senders are spread) the worker on that CPU takes them, and a frame stays on the core
+//!   that received it — DESIGN.md's "keep a packet on one core". Measured on the 2-queue veth
+//!   lab with one VR (`vrbench fwd --layouts 2q`, `docs/perf.md`): by hash, every frame
+//!   went to one socket (`perf`: one worker at a quarter of the CPU, the other idle) and
+//!   AF_PACKET ÷ kernel was 0.36; by CPU both workers forward it. A flow stays in order because
+//!   the kernel receives a flow on one CPU (RSS and RPS keep it there). Where the device has
+//!   fewer queues than the port, all its frames arrive on the CPUs of those few queues, so
+//!   the port hashes instead: the symmetric flow hash (addresses and ports) spreads the
+//!   flows over every worker, and a flow stays on one queue and in order.
+//!   `PACKET_FANOUT_QM` (by the receive queue the device recorded) would say it best, but
+//!   veth does not record one: every frame went to one socket.
+//! - **No `PACKET_FANOUT_FLAG_DEFRAG`.**
 //!   `DEFRAG` would make the kernel *reassemble* IPv4 fragments before fanout and hand us the
 //!   whole datagram, larger than the MTU — a router must forward fragments as they came. It
 //!   is not needed to keep a datagram's fragments together either: the flow dissector does
@@ -207,6 +221,30 @@ pub struct PacketOptions {
     /// Complete TCP/UDP checksums left partial by the sender (`TP_STATUS_CSUMNOTREADY`).
     /// Default true.
     pub complete_checksums: bool,
+    /// How a port with several queues spreads received frames over their sockets.
+    /// Default [`FanoutBy::Hash`]; [`FanoutBy::for_device`] picks by the device.
+    pub fanout: FanoutBy,
+}
+
+/// How a port's receive sockets share its frames (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FanoutBy {
+    /// By the kernel's symmetric flow hash (`PACKET_FANOUT_HASH`).
+    #[default]
+    Hash,
+    /// By the CPU that received the frame (`PACKET_FANOUT_CPU`): socket *cpu* mod *queues*.
+    Cpu,
+}
+
+impl FanoutBy {
+    /// [`FanoutBy::Cpu`] when `ifname` has at least `queues` queues (it spreads its receive
+    /// over that many CPUs), else [`FanoutBy::Hash`] (also when the driver does not say).
+    pub fn for_device(ifname: &str, queues: usize) -> FanoutBy {
+        match crate::ethtool::channels(ifname) {
+            Some(n) if n as usize >= queues => FanoutBy::Cpu,
+            _ => FanoutBy::Hash,
+        }
+    }
 }
 
 impl Default for PacketOptions {
@@ -218,6 +256,7 @@ impl Default for PacketOptions {
             block_timeout_ms: 1,
             tx_frames: 1024,
             complete_checksums: true,
+            fanout: FanoutBy::default(),
         }
     }
 }
@@ -271,6 +310,7 @@ pub struct PacketPort {
     ifname: String,
     ifindex: u32,
     fanout_group: Option<u16>,
+    fanout: FanoutBy,
     queues: Vec<(PacketRx, PacketTx)>,
     rx_sockets: Vec<Weak<RxSocket>>,
     counters: Vec<Arc<QueueCounters>>,
@@ -323,6 +363,7 @@ impl PacketPort {
             ifname: ifname.into(),
             ifindex,
             fanout_group: None,
+            fanout: opts.fanout,
             queues: Vec::with_capacity(queues as usize),
             rx_sockets: Vec::with_capacity(queues as usize),
             counters: Vec::with_capacity(queues as usize),
@@ -403,5 +444,10 @@ impl PacketPort {
     /// `None` for a port with one queue, which needs no group.
     pub fn fanout_group(&self) -> Option<u16> {
         self.fanout_group
+    }
+
+    /// How the port's receive sockets share its frames (`None` with one queue: no group).
+    pub fn fanout(&self) -> Option<FanoutBy> {
+        self.fanout_group.map(|_| self.fanout)
     }
 }

@@ -373,7 +373,7 @@ impl XdpPort {
             }
         }
         let ifindex = ifindex(ifname)?;
-        if let Some(available) = channels(ifname)
+        if let Some(available) = crate::ethtool::channels(ifname)
             && queues > available
         {
             return Err(XdpError::TooManyQueues {
@@ -549,55 +549,4 @@ fn ifindex(ifname: &str) -> Result<u32, XdpError> {
     // SAFETY: a valid NUL-terminated string.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if idx == 0 { Err(missing()) } else { Ok(idx) }
-}
-
-/// How many queues an AF_XDP socket may bind to on `ifname` (`ETHTOOL_GCHANNELS`: the
-/// larger of rx and tx channels, combined ones included), or `None` if the driver does not
-/// say — the bind then reports a bad queue itself.
-fn channels(ifname: &str) -> Option<u32> {
-    const ETHTOOL_GCHANNELS: u32 = 0x3c;
-    #[repr(C)]
-    #[derive(Default)]
-    struct EthtoolChannels {
-        cmd: u32,
-        max_rx: u32,
-        max_tx: u32,
-        max_other: u32,
-        max_combined: u32,
-        rx_count: u32,
-        tx_count: u32,
-        other_count: u32,
-        combined_count: u32,
-    }
-    let mut ch = EthtoolChannels {
-        cmd: ETHTOOL_GCHANNELS,
-        ..Default::default()
-    };
-    // SAFETY: all-zero is a valid ifreq.
-    let mut ifr: libc::ifreq = unsafe { core::mem::zeroed() };
-    let name = ifname.as_bytes();
-    if name.len() >= ifr.ifr_name.len() {
-        return None;
-    }
-    for (d, s) in ifr.ifr_name.iter_mut().zip(name) {
-        *d = *s as libc::c_char;
-    }
-    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
-    // SAFETY: socket(2) with constant arguments.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: SIOCETHTOOL with an ifreq whose data points to a live ethtool_channels
-    // (the command the kernel reads first); then closing the socket we opened.
-    let rc = unsafe {
-        let rc = libc::ioctl(fd, libc::SIOCETHTOOL, &mut ifr);
-        libc::close(fd);
-        rc
-    };
-    if rc < 0 {
-        return None;
-    }
-    let n = (ch.rx_count.max(ch.tx_count)) + ch.combined_count;
-    (n > 0).then_some(n)
 }

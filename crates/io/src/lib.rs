@@ -24,6 +24,7 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod bpf;
+pub mod ethtool;
 pub mod netdev;
 pub mod quickpath;
 pub mod sched;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use afpacket_util::*;
 use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, PktVec, Pool, VifConfig, VrConfig};
-use vrhost_io::afpacket::{PacketError, PacketOptions, PacketPort, TxMode};
+use vrhost_io::afpacket::{FanoutBy, PacketError, PacketOptions, PacketPort, TxMode};
 use vrhost_lab::{Netns, require_root, veth};
 use vrhost_wire::EthernetAddress;
 
@@ -336,6 +336,71 @@ fn fanout_spreads_flows_over_two_queues() {
                 assert!(prev < s, "flow {fl} reordered");
             }
         }
+    }
+    assert_eq!(port.stats().tp_drops, 0);
+    assert_eq!(pool.available(), pool.capacity());
+}
+
+/// Fanout by CPU on a two-queue veth: the frames a thread on CPU 0 sends arrive (through the
+/// veth's receive on that same CPU) on queue 0 only, and those a thread on CPU 1 sends on
+/// queue 1 only — whatever their flows, which would hash over both — each queue in order.
+#[test]
+fn fanout_by_cpu_gives_each_queue_what_its_cpu_received() {
+    if !require_root("afpacket fanout by cpu") {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(cpus >= 2, "needs two CPUs, this machine lets us use {cpus}");
+    let p = pair(2);
+    let pool = Pool::new(8192);
+    let opts = PacketOptions {
+        fanout: FanoutBy::Cpu,
+        ..PacketOptions::default()
+    };
+    let mut port = open(&p.a, "pa", 2, &pool, &opts);
+    assert_eq!(port.fanout(), Some(FanoutBy::Cpu));
+    let mut queues = port.take_queues();
+    let peer = RawSock::open_in(&p.b, "pb");
+    let per_cpu = 200u32;
+    std::thread::scope(|s| {
+        for cpu in 0..2u32 {
+            let peer = &peer;
+            s.spawn(move || {
+                pin_to(cpu as usize);
+                for k in 0..per_cpu {
+                    // 16 flows per CPU: by hash they would spread over both queues.
+                    let fl = k % 16;
+                    let f = udp4(
+                        PA_MAC,
+                        PB_MAC,
+                        ([10, 1, cpu as u8, 1 + fl as u8], [10, 2, 0, 1]),
+                        (10_000 + fl as u16, 4789),
+                        cpu << 16 | k,
+                        64,
+                    );
+                    peer.send(&f);
+                }
+            });
+        }
+    });
+    let is_ours = |f: &[u8]| f.len() > 42 && f[12..14] == [0x08, 0x00] && f[23] == 17;
+    let seq = |f: &[u8]| u32::from_be_bytes(f[42..46].try_into().unwrap());
+    let mut per_queue: Vec<Vec<u32>> = vec![Vec::new(), Vec::new()];
+    let deadline = Instant::now() + 5 * SECOND;
+    while per_queue.iter().map(Vec::len).sum::<usize>() < 2 * per_cpu as usize
+        && Instant::now() < deadline
+    {
+        for (q, (rx, _)) in queues.iter_mut().enumerate() {
+            let got = rx_collect(rx, &pool, usize::MAX, 64, Duration::from_millis(2), is_ours);
+            per_queue[q].extend(got.iter().map(|f| seq(f)));
+        }
+    }
+    for (q, seqs) in per_queue.iter().enumerate() {
+        let want: Vec<u32> = (0..per_cpu).map(|k| (q as u32) << 16 | k).collect();
+        assert_eq!(
+            seqs, &want,
+            "queue {q}: not exactly CPU {q}'s frames in order"
+        );
     }
     assert_eq!(port.stats().tp_drops, 0);
     assert_eq!(pool.available(), pool.capacity());

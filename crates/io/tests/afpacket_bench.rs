@@ -39,22 +39,6 @@ fn rx_packets(ns: &Netns, ifname: &str) -> u64 {
     fields[1].parse().unwrap()
 }
 
-fn pin_to(cpu: usize) {
-    // SAFETY: cpu_set_t is plain bits, all-zero is the empty set; sched_setaffinity reads
-    // the set for this thread (pid 0).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        let rc = libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
-        assert_eq!(
-            rc,
-            0,
-            "sched_setaffinity: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-}
-
 /// CPU time this thread has used (user and system, softirqs it ran included).
 fn thread_cpu() -> Duration {
     let mut ts = libc::timespec {

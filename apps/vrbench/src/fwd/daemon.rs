@@ -61,7 +61,7 @@ pub(crate) struct Daemon {
 
 impl Daemon {
     /// Start vrhost on `lab` with `backend` (`p1` transmitting by `tx`, `p0` with the
-    /// quickpath if `quickpath`), forwarding `cores`, VRs
+    /// quickpath if `quickpath`), forwarding `cores` with `run_vrs` (`None`: the default), VRs
     /// `0..vrs`, each with `routes` (IPv4 prefixes) via its side-B host besides the lab's own
     /// and `extra_vifs` idle VIFs on `p0` (see `vrhost::labconfig`); return when its control
     /// socket answers.
@@ -70,7 +70,7 @@ impl Daemon {
         lab: &Lab,
         backend: &str,
         (tx, quickpath): (&str, bool),
-        cores: &[usize],
+        (cores, run_vrs): (&[usize], Option<&str>),
         vrs: u32,
         (routes, extra_vifs): (&[String], u32),
     ) -> anyhow::Result<Daemon> {
@@ -84,6 +84,7 @@ impl Daemon {
                 netns_prefix: netns_prefix.clone(),
                 routes: routes.to_vec(),
                 extra_vifs,
+                run_vrs,
             },
         );
         // The forwarding direction's egress, p1, transmits by `tx` (`auto`, `socket`,

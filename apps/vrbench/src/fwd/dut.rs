@@ -154,6 +154,25 @@ pub(crate) enum SinkNapi {
     Backlog,
 }
 
+/// `[dataplane] run_vrs` of the vrhost profiles (`vrhost_dataplane::RunVrs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub(crate) enum RunVrsArg {
+    /// Each VR on one worker, the others hand it their frames.
+    OnOwner,
+    /// Each worker forwards what its own queues received.
+    WhereReceived,
+}
+
+impl RunVrsArg {
+    /// The config file's value.
+    pub(crate) fn config(self) -> &'static str {
+        match self {
+            RunVrsArg::OnOwner => "on-owner",
+            RunVrsArg::WhereReceived => "where-received",
+        }
+    }
+}
+
 /// Queues and cores of a measurement.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -171,6 +190,8 @@ pub(crate) struct Layout {
     pub(crate) p0_napi: P0Napi,
     /// How `b0` receives.
     pub(crate) sink_napi: SinkNapi,
+    /// Which vrhost workers forward a VR's frames.
+    pub(crate) run_vrs: RunVrsArg,
 }
 
 impl Layout {
@@ -194,6 +215,7 @@ impl Layout {
             rx_napi,
             p0_napi: P0Napi::XdpPass,
             sink_napi: SinkNapi::Gro,
+            run_vrs: RunVrsArg::WhereReceived,
         })
     }
 
@@ -226,11 +248,12 @@ impl Layout {
             SinkNapi::Backlog => "the backlog",
         };
         format!(
-            "{} queue(s); generator on core(s) {}; vrhost cores = [{}]; {rx}{enable}; sink \
-             (b0 tc ingress, via {sink}) on the CPU that transmits on p1",
+            "{} queue(s); generator on core(s) {}; vrhost cores = [{}], run_vrs = {:?}; \
+             {rx}{enable}; sink (b0 tc ingress, via {sink}) on the CPU that transmits on p1",
             self.queues,
             cores(&self.gen_cores),
-            cores(&self.dut_cores)
+            cores(&self.dut_cores),
+            self.run_vrs.config()
         )
     }
 }
@@ -418,7 +441,7 @@ pub(crate) fn start(
                     profile.tx(layout.sink_napi),
                     profile == Profile::VrhostAfxdpQp,
                 ),
-                &layout.dut_cores,
+                (&layout.dut_cores, Some(layout.run_vrs.config())),
                 vrs,
                 (&[], 0),
             )?)
@@ -430,7 +453,7 @@ pub(crate) fn start(
                 &t.lab,
                 "afpacket",
                 (profile.tx(layout.sink_napi), false),
-                &layout.dut_cores,
+                (&layout.dut_cores, Some(layout.run_vrs.config())),
                 vrs,
                 (&[], 0),
             )?)

@@ -413,7 +413,7 @@ impl LiveLab {
                         &lab,
                         backend,
                         ("auto", false),
-                        &[cores.dut],
+                        (&[cores.dut], None),
                         vrs,
                         (&prefixes, scale.vifs - 2),
                     )

@@ -45,6 +45,7 @@ pub fn config(lab: &Lab, backend: &str, vrs: &[u32]) -> String {
             netns_prefix: format!("{}-vr-", lab.prefix()),
             routes: Vec::new(),
             extra_vifs: 0,
+            run_vrs: None,
         },
     )
 }

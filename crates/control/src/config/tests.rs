@@ -201,6 +201,11 @@ fn realtime_priority_and_rx_coalescing_are_checked_on_their_line() {
         d.restart_needed(&c),
         Some("[dataplane] realtime_priority changed")
     );
+    let r = with(VR).replace("cores = [0]", "cores = [0]\nrun_vrs = \"where-received\"");
+    let r = Config::parse("t.toml", &r).unwrap();
+    assert_eq!(r.dataplane.run_vrs, RunVrsSpec::WhereReceived);
+    assert_eq!(d.dataplane.run_vrs, RunVrsSpec::OnOwner);
+    assert_eq!(d.restart_needed(&r), Some("[dataplane] run_vrs changed"));
 }
 
 #[test]
@@ -249,6 +254,33 @@ fn fairness_fields_are_planned_and_bad_ones_name_the_vr() {
     assert!(e.message.contains("packets"), "{e}");
     let e = err(&BASE.replace("cores = [0]", "cores = [0]\nscaling = \"elastic\""));
     assert_eq!(e.field, "scaling", "{e}");
+    let e = err(&BASE.replace(
+        "backend = \"afpacket\"",
+        "backend = \"afxdp\"\nfanout = \"cpu\"",
+    ));
+    assert_eq!(e.field, "port.fanout", "{e}");
+    assert!(e.message.contains("AF_PACKET ports only"), "{e}");
+    let e = err(&BASE.replace(
+        "backend = \"afpacket\"",
+        "backend = \"afpacket\"\nfanout = \"queue\"",
+    ));
+    assert_eq!(e.field, "fanout", "{e}");
+    let c = Config::parse(
+        "t.toml",
+        &with(VR).replace(
+            "backend = \"afpacket\"",
+            "backend = \"afpacket\"\nfanout = \"cpu\"",
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        c.ports[1].fanout.as_ref().map(|f| *f.get_ref()),
+        Some(FanoutSpec::Cpu)
+    );
+    assert_eq!(c.ports[0].fanout, None);
+    let e = err(&BASE.replace("cores = [0]", "cores = [0]\nrun_vrs = \"everywhere\""));
+    assert_eq!(e.field, "run_vrs", "{e}");
+    assert!(e.message.contains("where-received"), "{e}");
     let e = err(&BASE.replace("cores = [0]", "cores = [0]\nwatchdog_us = -1"));
     assert_eq!(e.field, "dataplane.watchdog_us");
     let e = err(&BASE.replace("cores = [0]", "cores = [0]\nwatchdog_strikes = 33"));

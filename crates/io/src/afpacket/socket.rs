@@ -13,7 +13,7 @@ use libc::c_int;
 
 use super::sys::{self, Mmap};
 use super::txring::{FRAME, FRAMES_PER_BLOCK};
-use super::{PacketOptions, TxMode};
+use super::{FanoutBy, PacketOptions, TxMode};
 
 /// Frame size given to the kernel for the rx ring. TPACKET_V3 packs frames of any size into
 /// blocks; this only has to divide the block size (the kernel checks the arithmetic).
@@ -30,10 +30,15 @@ fn at(call: &'static str) -> impl FnOnce(io::Error) -> SysError {
     move |source| SysError { call, source }
 }
 
-/// Fanout: `PACKET_FANOUT_HASH` (flow hash of addresses and ports, so a flow stays on one
-/// queue and in order) with the group ignoring outgoing frames. No `DEFRAG`, no `ROLLOVER`:
-/// see the module docs.
-const FANOUT: u32 = libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING;
+/// The group's mode and flags for `by`: the group ignores outgoing frames. No `DEFRAG`, no
+/// `ROLLOVER`: see the module docs.
+fn fanout_mode(by: FanoutBy) -> u32 {
+    let mode = match by {
+        FanoutBy::Hash => libc::PACKET_FANOUT_HASH,
+        FanoutBy::Cpu => libc::PACKET_FANOUT_CPU,
+    };
+    mode | libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING
+}
 
 /// How a receive socket takes part in fanout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +83,7 @@ pub(super) fn open_rx(
     let len = opts.block_size as usize * opts.block_count as usize;
     let ring = Mmap::new(s, len).map_err(at("mmap(rx ring)"))?;
     // Before bind, so the socket's own hook never sees an outgoing frame. Once it joins the
-    // group the group's hook is used instead, which has the same flag (FANOUT above).
+    // group the group's hook is used instead, which has the same flag (`fanout_mode`).
     sys::set_int(s, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, 1)
         .map_err(at("setsockopt(PACKET_IGNORE_OUTGOING)"))?;
     sys::bind(s, ifindex, libc::ETH_P_ALL as u16).map_err(at("bind(ETH_P_ALL)"))?;
@@ -89,10 +94,11 @@ pub(super) fn open_rx(
             source: e,
         });
     }
+    let mode = fanout_mode(opts.fanout);
     let arg = match fanout {
         Fanout::Alone => None,
-        Fanout::Join(id) => Some(u32::from(id) | FANOUT << 16),
-        Fanout::Create => Some((FANOUT | libc::PACKET_FANOUT_FLAG_UNIQUEID) << 16),
+        Fanout::Join(id) => Some(u32::from(id) | mode << 16),
+        Fanout::Create => Some((mode | libc::PACKET_FANOUT_FLAG_UNIQUEID) << 16),
     };
     if let Some(arg) = arg {
         sys::set_int(s, libc::SOL_PACKET, libc::PACKET_FANOUT, arg as c_int)

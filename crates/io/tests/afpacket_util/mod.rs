@@ -368,3 +368,20 @@ pub fn pass_program(ns: &Netns, ifname: &str) -> (vrhost_io::bpf::Program, vrhos
     })
     .unwrap()
 }
+
+/// Pin the calling thread to `cpu`.
+pub fn pin_to(cpu: usize) {
+    // SAFETY: cpu_set_t is plain bits, all-zero is the empty set; sched_setaffinity reads
+    // the set for this thread (pid 0).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        assert_eq!(
+            rc,
+            0,
+            "sched_setaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}

@@ -1,0 +1,55 @@
+//! The one ethtool request vrhost makes: how many queues a device has.
+//!
+//! Why: an AF_XDP socket binds to one queue, so a port may not ask for more than the device
+//! has; and an AF_PACKET port spreads its receive over sockets by the receiving CPU only
+//! when the device itself spreads receive over that many CPUs (see `crate::afpacket`).
+
+/// How many queues `ifname` has (`ETHTOOL_GCHANNELS`: the larger of rx and tx channels,
+/// combined ones included), or `None` if the driver does not say.
+pub fn channels(ifname: &str) -> Option<u32> {
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    #[repr(C)]
+    #[derive(Default)]
+    struct EthtoolChannels {
+        cmd: u32,
+        max_rx: u32,
+        max_tx: u32,
+        max_other: u32,
+        max_combined: u32,
+        rx_count: u32,
+        tx_count: u32,
+        other_count: u32,
+        combined_count: u32,
+    }
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
+    };
+    // SAFETY: all-zero is a valid ifreq.
+    let mut ifr: libc::ifreq = unsafe { core::mem::zeroed() };
+    let name = ifname.as_bytes();
+    if name.len() >= ifr.ifr_name.len() {
+        return None;
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name) {
+        *d = *s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+    // SAFETY: socket(2) with constant arguments.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: SIOCETHTOOL with an ifreq whose data points to a live ethtool_channels
+    // (the command the kernel reads first); then closing the socket we opened.
+    let rc = unsafe {
+        let rc = libc::ioctl(fd, libc::SIOCETHTOOL, &mut ifr);
+        libc::close(fd);
+        rc
+    };
+    if rc < 0 {
+        return None;
+    }
+    let n = (ch.rx_count.max(ch.tx_count)) + ch.combined_count;
+    (n > 0).then_some(n)
+}
