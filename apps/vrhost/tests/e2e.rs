@@ -166,12 +166,14 @@ fn two_workers_on_two_queue_ports() {
     }
     let lab = Lab::up(&LabSpec::unique("e2e").vrs(2).queues(2)).unwrap();
     let mut text = config(&lab, "afxdp", &[0, 1]);
-    // Real-time workers, as on a host whose cores are shared with other work.
+    // Real-time workers, as on a host whose cores are shared with other work; each VR
+    // forwarded by one worker (the other hands it its frames).
     text = text.replace(
         "cores = [0]",
-        "cores = [0, 1]\nrealtime_priority = 2\nrx_coalesce_us = 20",
+        "cores = [0, 1]\nrealtime_priority = 2\nrx_coalesce_us = 20\nrun_vrs = \"on-owner\"",
     );
     let d = Daemon::start(&lab, &text);
+    assert_eq!(d.status()["run_vrs"], "on-owner");
     assert_eq!(d.status()["realtime_priority"], 2);
     assert_eq!(d.status()["rx_coalesce_us"], 20);
     for w in ["vrhost-w0", "vrhost-w1"] {

@@ -18,8 +18,8 @@
 //! watchdog_strikes = 3         # …offending this often in 32 vectors quarantines the VR
 //! realtime_priority = 0        # 1..=99: workers run SCHED_FIFO at it; 0: ordinary threads
 //! rx_coalesce_us = 0           # nap after a light poll, so light traffic fills vectors (0: off)
-//! run_vrs = "on-owner"         # on-owner: one worker forwards each VR (placed by load) |
-//!                              # where-received: each worker forwards what its queues took
+//! run_vrs = "where-received"   # each worker forwards what its queues took | on-owner: one
+//!                              # worker forwards each VR (placed by load), the others hand over
 //!
 //! [[port]]
 //! name = "p0"
@@ -149,13 +149,18 @@ impl From<FairnessSpec> for Fairness {
 
 /// `[dataplane] run_vrs`: which workers forward a VR's packets
 /// ([`vrhost_dataplane::RunVrs`] says when each is better).
+///
+/// The daemon's default is `where-received` (the data plane library's is `OnOwner`): the
+/// daemon opens a queue per worker on every port, so with more than one core a VR's frames
+/// arrive on every worker, and a VR forwarded by one owner would be held to one core
+/// however many cores and queues it is given (measured on the 2-queue lab, `docs/perf.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunVrsSpec {
     /// One worker per VR, placed by load; the others hand it the frames they receive.
-    #[default]
     OnOwner,
     /// Each worker forwards the frames its own receive queues took, for every VR.
+    #[default]
     WhereReceived,
 }
 

@@ -21,12 +21,15 @@
 //! queue whose last burst was not full is polled once, as before. With a receive queue per
 //! VR (a port per tenant, as in Rathore's setup, or NIC filters by MAC) this isolates VRs
 //! completely; VRs that share a queue share its ring as a drop point once the worker cannot
-//! keep up with the queue (the price of one queue, documented in `docs/fairness.md`).
+//! keep up with the queue (the price of one queue, documented in `docs/fair.md`).
 //!
-//! A VR is run by one worker only (its owner), so per-VR state that changes per packet —
-//! rate-limit buckets, caches, the scheduler's pass and cost — is worker-local, with no
-//! sharing. Packets for a VR received by another worker cross over in that VR's ingress
-//! ring fed by that worker (SPSC).
+//! With [`RunVrs::OnOwner`] a VR is run by one worker only (its owner), so per-VR state that
+//! changes per packet — rate-limit buckets, caches, the scheduler's pass and cost — is
+//! worker-local, with no sharing. Packets for a VR received by another worker cross over in
+//! that VR's ingress ring fed by that worker (SPSC). With [`RunVrs::WhereReceived`] every
+//! worker runs every VR on the packets it received itself: it consumes the ring it feeds,
+//! with per-VR state of its own, so nothing crosses cores; the owner's part shrinks to the
+//! injected frames and the fast generations (a move hands over just those, see below).
 //!
 //! **Moving a VR.** The control side publishes a snapshot naming a new owner. The old owner
 //! notices at the start of a poll — between vectors, never inside one — and puts the ring
@@ -34,6 +37,12 @@
 //! queues. The new owner takes them at its next poll and runs the VR only once those fences
 //! have passed, so the VR never runs on two cores at once, its ingress rings stay FIFO, and
 //! its frames cannot overtake each other between the two workers' transmit queues.
+//!
+//! **Moving a receive queue** (folding a worker, placement): the holder lets go at the start
+//! of a poll and marks its ingress rings; the next holder polls the queue once the owners
+//! have taken what was received before the marks. Where received, the holder first forwards
+//! its own backlog and hands over its transmit fences too, so the next holder's frames
+//! cannot overtake them on the wire.
 //!
 //! The worker follows topology changes by comparing one version number per poll; when it
 //! moved, it reloads the snapshot and reconciles: takes the ring ends of new VRs, and for

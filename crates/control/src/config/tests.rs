@@ -201,10 +201,10 @@ fn realtime_priority_and_rx_coalescing_are_checked_on_their_line() {
         d.restart_needed(&c),
         Some("[dataplane] realtime_priority changed")
     );
-    let r = with(VR).replace("cores = [0]", "cores = [0]\nrun_vrs = \"where-received\"");
+    let r = with(VR).replace("cores = [0]", "cores = [0]\nrun_vrs = \"on-owner\"");
     let r = Config::parse("t.toml", &r).unwrap();
-    assert_eq!(r.dataplane.run_vrs, RunVrsSpec::WhereReceived);
-    assert_eq!(d.dataplane.run_vrs, RunVrsSpec::OnOwner);
+    assert_eq!(r.dataplane.run_vrs, RunVrsSpec::OnOwner);
+    assert_eq!(d.dataplane.run_vrs, RunVrsSpec::WhereReceived);
     assert_eq!(d.restart_needed(&r), Some("[dataplane] run_vrs changed"));
 }
 
