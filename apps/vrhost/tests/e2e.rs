@@ -185,16 +185,10 @@ fn two_workers_on_two_queue_ports() {
     }
     // Two VRs (one per worker, placed by load), many TCP flows' worth of packets over both
     // queues of each port.
-    for vr in 0..2 {
-        let b = lab.vr(vr).b.addrs.host4.to_string();
-        assert_eq!(ping(&lab, vr, &b, 5, "0.05"), (5, 5), "vr{vr}");
-        assert!(iperf(&lab, vr, 1) > 1_000_000, "vr{vr}");
-    }
+    ping_and_tcp_through_both(&lab);
     let st = d.status();
     assert!(st["polls"].as_u64().unwrap() > 0);
-    for vr in ["vr0", "vr1"] {
-        assert!(d.vr(vr)["tx_packets"].as_u64().unwrap() > 1000, "{vr}");
-    }
+    only_congestion_drops(&d);
 }
 
 /// Two-queue AF_PACKET ports (fanout by CPU: the veths have a queue per worker) with every
@@ -212,20 +206,8 @@ fn two_workers_forward_where_received_over_afpacket() {
     );
     let d = Daemon::start(&lab, &text);
     assert_eq!(d.status()["run_vrs"], "where-received");
-    for vr in 0..2 {
-        let b = lab.vr(vr).b.addrs.host4.to_string();
-        assert_eq!(ping(&lab, vr, &b, 5, "0.05"), (5, 5), "vr{vr}");
-        assert!(iperf(&lab, vr, 1) > 1_000_000, "vr{vr}");
-    }
-    for vr in ["vr0", "vr1"] {
-        let s = d.vr(vr);
-        assert!(s["tx_packets"].as_u64().unwrap() > 1000, "{vr}: {s}");
-        let reasons = s["drop_reasons"].as_object().cloned().unwrap_or_default();
-        assert!(
-            reasons.keys().all(|k| k == "vr-ingress-full"),
-            "{vr} dropped for other reasons: {s}"
-        );
-    }
+    ping_and_tcp_through_both(&lab);
+    only_congestion_drops(&d);
 }
 
 #[test]
@@ -526,16 +508,27 @@ fn on_demand_scaling_starts_on_one_worker_and_forwards_everything() {
         w[0]["rx_queues"], 4,
         "both queues of both ports on worker 0: {st}"
     );
+    ping_and_tcp_through_both(&lab);
+    // (More of TCP's congestion drops while the scaler brings the second worker in.)
+    only_congestion_drops(&d);
+}
+
+/// Five pings and a second of iperf3 TCP through VRs 0 and 1 of `lab`.
+fn ping_and_tcp_through_both(lab: &Lab) {
     for vr in 0..2 {
         let b = lab.vr(vr).b.addrs.host4.to_string();
-        assert_eq!(ping(&lab, vr, &b, 5, "0.05"), (5, 5), "vr{vr}");
-        assert!(iperf(&lab, vr, 1) > 1_000_000, "vr{vr}");
+        assert_eq!(ping(lab, vr, &b, 5, "0.05"), (5, 5), "vr{vr}");
+        assert!(iperf(lab, vr, 1) > 1_000_000, "vr{vr}");
     }
-    // iperf's TCP fills the path until it loses frames at the bottleneck, a VR's ingress
-    // ring (more so while the scaler brings the second worker in): those drops are TCP's
-    // congestion signal. Anything else dropped is a failure; the pings above lost nothing.
+}
+
+/// VRs 0 and 1 forwarded, and dropped only at their ingress rings. iperf's TCP fills the
+/// path until it loses frames at the bottleneck, a VR's ingress ring: those drops are TCP's
+/// congestion signal. Anything else dropped is a failure (the pings lost nothing).
+fn only_congestion_drops(d: &Daemon) {
     for vr in ["vr0", "vr1"] {
         let s = d.vr(vr);
+        assert!(s["tx_packets"].as_u64().unwrap() > 1000, "{vr}: {s}");
         let reasons = s["drop_reasons"].as_object().cloned().unwrap_or_default();
         assert!(
             reasons.keys().all(|k| k == "vr-ingress-full"),

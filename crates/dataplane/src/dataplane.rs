@@ -55,7 +55,9 @@ pub struct DataplaneConfig {
     pub run_vrs: RunVrs,
 }
 
-/// Which workers forward a VR's packets (fixed for the data plane's life).
+/// Which workers forward a VR's packets (fixed for the data plane's life). The library's
+/// default is [`RunVrs::OnOwner`]; the daemon's (`[dataplane] run_vrs`) is
+/// [`RunVrs::WhereReceived`], since it gives every worker a queue of every port.
 ///
 /// Why two ways: DESIGN.md's "keep a packet on one core". With one receive queue per
 /// worker (a multi-queue NIC or veth, RSS spreading the flows), a VR whose frames arrive
@@ -784,7 +786,9 @@ impl Dataplane {
     /// VR's worker (so its packets stay on one core): returns the VR moves made, `(VR, from,
     /// to)`. Pinned VRs stay. `margin` is the hysteresis (0.1: a move must cut the busiest
     /// worker's load by more than 10 %), `max_moves` the most VRs moved per call. Call it
-    /// periodically (the daemon: every second).
+    /// periodically (the daemon: every second). With [`RunVrs::WhereReceived`] a VR's load
+    /// lies where its frames arrive, so nothing is moved for load: owners (injected frames)
+    /// leave workers out of use and go back to their pins, and receive queues stay home.
     pub fn rebalance(&self, margin: f64, max_moves: usize) -> Vec<(String, usize, usize)> {
         let _g = self.ctl();
         self.replan(self.active_workers(), margin, max_moves)

@@ -98,6 +98,16 @@ fn frame(q: u8, seq: u32) -> Vec<u8> {
     eth(mac(1), HOST_MAC, None, 0x0800, &l3)
 }
 
+/// Feed `n` frames into each of the two receive queues, numbered on from `seq`.
+fn feed_both(pool: &Pool, ingress: &mut MemPeer, seq: &mut [u32; 2], n: usize) {
+    for _ in 0..n {
+        for q in 0..2u8 {
+            assert!(ingress.send(pool, usize::from(q), &frame(q, seq[usize::from(q)])));
+            seq[usize::from(q)] += 1;
+        }
+    }
+}
+
 /// The sink: takes frames off the egress port's transmit queues (worker 0's, then 1's)
 /// and checks each receive queue's frames arrive once and in order.
 #[derive(Default)]
@@ -141,14 +151,7 @@ fn a_moved_vr_waits_for_the_old_owners_transmit_queue() {
     } = two();
     let m = dp.vr("m").unwrap();
     let mut seq = [0u32; 2];
-    let mut feed = |peers: &mut [MemPeer], n: usize| {
-        for _ in 0..n {
-            for q in 0..2u8 {
-                assert!(peers[0].send(&pool, usize::from(q), &frame(q, seq[usize::from(q)])));
-                seq[usize::from(q)] += 1;
-            }
-        }
-    };
+    let mut feed = |peers: &mut [MemPeer], n: usize| feed_both(&pool, &mut peers[0], &mut seq, n);
     feed(&mut peers, 100);
     // Worker 1 receives queue 1's frames for worker 0; worker 0 forwards both queues'.
     workers[1].poll();
@@ -384,14 +387,7 @@ fn where_received_each_worker_forwards_what_it_received() {
     let m = dp.vr("m").unwrap();
     assert_eq!(m.owner(), 0);
     let mut seq = [0u32; 2];
-    let mut feed = |peers: &mut [MemPeer], n: usize| {
-        for _ in 0..n {
-            for q in 0..2u8 {
-                assert!(peers[0].send(&pool, usize::from(q), &frame(q, seq[usize::from(q)])));
-                seq[usize::from(q)] += 1;
-            }
-        }
-    };
+    let mut feed = |peers: &mut [MemPeer], n: usize| feed_both(&pool, &mut peers[0], &mut seq, n);
     let mut sink = Sink::default();
     feed(&mut peers, 100);
     // Worker 1 alone forwards its queue's 100, not waiting for the owner.
