@@ -128,7 +128,7 @@ impl Daemon {
             .pool
             .as_ref()
             .map(|p| *p.get_ref())
-            .unwrap_or_else(|| (cfg.ports.len() * workers * 8192).max(32768));
+            .unwrap_or_else(|| (cfg.ports.len() * workers * 16384).max(32768));
         let pool = Pool::new(slots);
         let names: Vec<String> = cfg.ports.iter().map(|p| p.name.get_ref().clone()).collect();
         let dp = Dataplane::new(

@@ -192,7 +192,8 @@ pub struct DataplaneSection {
     /// Cores, one forwarding worker on each.
     #[serde(default = "default_cores")]
     pub cores: Spanned<Vec<usize>>,
-    /// Packet slots in the pool (default: enough for every ring, at least 16384).
+    /// Packet slots in the pool (default: 16384 per port and worker, at least 32768 —
+    /// an AF_XDP socket lends up to 8192 to its fill ring and more while its rx ring is full).
     #[serde(default)]
     pub pool: Option<Spanned<usize>>,
     /// Packets or cycles fairness.

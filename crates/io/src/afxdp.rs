@@ -145,10 +145,18 @@ pub struct XdpOptions {
     /// driver can, else copy. Ports sharing a pool share its UMEM's mode (see the module
     /// docs).
     pub zero_copy: Option<bool>,
-    /// Entries in each rx, tx and completion ring (a power of two). Default 2048.
+    /// Entries in each rx, tx and completion ring (a power of two). Default 8192.
     pub ring_size: u32,
     /// Entries in each fill ring (a power of two), and so the slots each socket lends to
-    /// the kernel for receiving. Default 2048.
+    /// the kernel for receiving. Default 8192.
+    ///
+    /// Why that many: the rings are all a worker has while it is off its core. A worker
+    /// that shares its core with another busy task (on the 2-queue lab, a generator) is
+    /// off for a few milliseconds at a time, and at 1.5 Mpps the kernel received more than
+    /// 2,048 frames meanwhile: the fill ring ran dry and most frames were dropped as
+    /// `rx_fill_ring_empty_descs` (`vrbench fwd --layouts 2q --profiles vrhost-afxdp`:
+    /// 0.58–0.63 of the kernel with 2,048, 0.73 with 8,192; `docs/perf.md`). The price is
+    /// pool slots: each socket lends up to this many, and more while its rx ring is full.
     pub fill_size: u32,
     /// Bind with `XDP_USE_NEED_WAKEUP`, so the kernel is woken only when it asks. Default
     /// true. Ports sharing a pool share the first one's setting.
@@ -165,8 +173,8 @@ impl Default for XdpOptions {
         XdpOptions {
             mode: None,
             zero_copy: None,
-            ring_size: 2048,
-            fill_size: 2048,
+            ring_size: 8192,
+            fill_size: 8192,
             need_wakeup: true,
             busy_poll: None,
         }

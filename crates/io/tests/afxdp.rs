@@ -483,8 +483,8 @@ fn forwards_ping_between_two_hosts_through_the_data_plane() {
         .unwrap();
     }
 
-    // Default ring sizes: two ports × 2048 fill slots, plus room for the data plane.
-    let pool = Pool::new(8192);
+    // Default ring sizes: two ports × 8192 fill slots, plus room for the data plane.
+    let pool = Pool::new(32768);
     let (mut p0, mut p1) = r
         .run(|| {
             let o = XdpOptions::default();

@@ -173,7 +173,13 @@ type Opened = (Box<dyn std::any::Any>, Box<dyn TxQueue>);
 fn open(afxdp: bool, pool: &std::sync::Arc<Pool>) -> anyhow::Result<Opened> {
     let ifname = Side::A.side_ifname();
     if afxdp {
-        let mut port = XdpPort::open(ifname, 1, pool, &XdpOptions::default())
+        // It only transmits: small rings leave the pool's slots to the frames it sends.
+        let o = XdpOptions {
+            ring_size: 2048,
+            fill_size: 2048,
+            ..XdpOptions::default()
+        };
+        let mut port = XdpPort::open(ifname, 1, pool, &o)
             .with_context(|| format!("opening an AF_XDP port on {ifname}"))?;
         let (rx, tx) = port.take_queues().pop().expect("one queue");
         drop(rx);
