@@ -85,9 +85,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
+use vrhost_dataplane::RunVrs;
 use vrhost_lab::{Forwarder, Side};
 
-use dut::{Layout, P0Napi, Profile, RunVrsArg, SinkNapi, TestLab};
+use dut::{Layout, P0Napi, Profile, SinkNapi, TestLab};
 use report::{Case, Trial};
 
 /// Options of `vrbench fwd`.
@@ -130,8 +131,8 @@ pub(crate) struct Args {
     sink_napi: SinkNapi,
     /// vrhost's `[dataplane] run_vrs`: `where-received` (each worker forwards what its own
     /// queues took: on 2q both cores forward one VR) or `on-owner` (one worker per VR).
-    #[arg(long, value_enum, default_value_t = RunVrsArg::WhereReceived)]
-    run_vrs: RunVrsArg,
+    #[arg(long, default_value = "where-received", value_parser = parse_run_vrs)]
+    run_vrs: RunVrs,
     /// A trial during which other processes used more than this % of the host's CPU is run
     /// again (see --retries).
     #[arg(long, default_value_t = 10.0)]
@@ -158,6 +159,14 @@ pub(crate) struct Args {
     /// Also write the JSON result to this file (with the tables on stdout).
     #[arg(long)]
     json_file: Option<PathBuf>,
+}
+
+/// `--run-vrs`: a mode by its config-file name.
+fn parse_run_vrs(s: &str) -> Result<RunVrs, String> {
+    RunVrs::ALL
+        .into_iter()
+        .find(|r| r.name() == s)
+        .ok_or_else(|| format!("{s:?}: one of on-owner, where-received"))
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {

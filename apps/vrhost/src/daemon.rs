@@ -28,7 +28,7 @@ use vrhost_control::punt::ControlPlane;
 use vrhost_control::sync::SyncOptions;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, RunVrs, Watchdog};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Watchdog};
 use vrhost_fib::NextHop;
 use vrhost_io::quickpath::Quickpath;
 use vrhost_io::sched::{self, Policy};
@@ -754,10 +754,7 @@ impl Daemon {
             "fairness": self.dp.fairness().name(),
             "realtime_priority": self.cfg.dataplane.realtime_priority.get_ref(),
             "rx_coalesce_us": self.dp.rx_coalesce().as_micros() as u64,
-            "run_vrs": match self.dp.run_vrs() {
-                RunVrs::OnOwner => "on-owner",
-                RunVrs::WhereReceived => "where-received",
-            },
+            "run_vrs": self.dp.run_vrs().name(),
             "active_workers": self.dp.active_workers(),
             "polls": polls, "idle_polls": idle,
         })

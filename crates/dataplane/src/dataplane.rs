@@ -81,6 +81,19 @@ pub enum RunVrs {
     WhereReceived,
 }
 
+impl RunVrs {
+    /// Both ways.
+    pub const ALL: [RunVrs; 2] = [RunVrs::OnOwner, RunVrs::WhereReceived];
+
+    /// `on-owner` or `where-received` (the config file's words).
+    pub const fn name(self) -> &'static str {
+        match self {
+            RunVrs::OnOwner => "on-owner",
+            RunVrs::WhereReceived => "where-received",
+        }
+    }
+}
+
 /// A VR and its VIFs as workers see them.
 #[derive(Debug, Clone)]
 pub(crate) struct VrSnap {

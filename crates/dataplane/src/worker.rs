@@ -689,35 +689,28 @@ impl Worker {
                 if !duty {
                     self.adopting.push(i as VrId);
                 }
-            } else if self.local && duty {
-                // Where received, only the owner's duties move: the injected frames wait
-                // for this worker's transmit queues, the VR keeps running here.
-                let o = l.own.as_mut().expect("a duty is held by a runner");
-                o.injects = false;
-                o.inject_pending = false;
-                let mut fences = core::mem::take(&mut o.fences);
-                fences.extend(self.tx.fences(&self.sh.pool));
-                let h = Handoff {
-                    consumers: Vec::new(),
-                    state: None,
-                    sched: VrSched::default(),
-                    fences,
+            } else if duty {
+                // Moved away: hand over to the next owner, between vectors. Where received
+                // only the owner's duties go (its injected frames wait for this worker's
+                // transmit queues; the VR keeps running here), otherwise everything.
+                let mut h = if self.local {
+                    let o = l.own.as_mut().expect("a duty is held by a runner");
+                    o.injects = false;
+                    o.inject_pending = false;
+                    Handoff {
+                        fences: core::mem::take(&mut o.fences),
+                        ..Handoff::new(Vec::new())
+                    }
+                } else {
+                    let o = l.own.take().expect("a duty is held by a runner");
+                    Handoff {
+                        consumers: o.consumers,
+                        state: Some(o.state),
+                        sched: o.sched,
+                        fences: o.fences,
+                    }
                 };
-                let mut slot = s.vr.handoff.lock().unwrap_or_else(|e| e.into_inner());
-                debug_assert!(slot.is_none(), "only the holder fills the hand-off slot");
-                *slot = Some(h);
-            } else if !self.local
-                && let Some(o) = l.own.take()
-            {
-                // Moved away: hand everything to the next owner, between vectors.
-                let mut fences = o.fences;
-                fences.extend(self.tx.fences(&self.sh.pool));
-                let h = Handoff {
-                    consumers: o.consumers,
-                    state: Some(o.state),
-                    sched: o.sched,
-                    fences,
-                };
+                h.fences.extend(self.tx.fences(&self.sh.pool));
                 let mut slot = s.vr.handoff.lock().unwrap_or_else(|e| e.into_inner());
                 debug_assert!(slot.is_none(), "only the holder fills the hand-off slot");
                 *slot = Some(h);

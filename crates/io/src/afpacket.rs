@@ -237,11 +237,12 @@ pub enum FanoutBy {
 }
 
 impl FanoutBy {
-    /// [`FanoutBy::Cpu`] when `ifname` has at least `queues` queues (it spreads its receive
-    /// over that many CPUs), else [`FanoutBy::Hash`] (also when the driver does not say).
+    /// [`FanoutBy::Cpu`] when `ifname` has at least `queues` receive queues (it spreads its
+    /// receive over that many CPUs), else [`FanoutBy::Hash`] (also when the driver does not
+    /// say).
     pub fn for_device(ifname: &str, queues: usize) -> FanoutBy {
         match crate::ethtool::channels(ifname) {
-            Some(n) if n as usize >= queues => FanoutBy::Cpu,
+            Some(c) if c.rx as usize >= queues => FanoutBy::Cpu,
             _ => FanoutBy::Hash,
         }
     }

@@ -381,7 +381,9 @@ impl XdpPort {
             }
         }
         let ifindex = ifindex(ifname)?;
-        if let Some(available) = crate::ethtool::channels(ifname)
+        // A socket binds to a queue for both directions: the larger count bounds it (the bind
+        // reports a bad queue itself when the driver does not say).
+        if let Some(available) = crate::ethtool::channels(ifname).map(|c| c.rx.max(c.tx))
             && queues > available
         {
             return Err(XdpError::TooManyQueues {

@@ -4,9 +4,17 @@
 //! has; and an AF_PACKET port spreads its receive over sockets by the receiving CPU only
 //! when the device itself spreads receive over that many CPUs (see `crate::afpacket`).
 
-/// How many queues `ifname` has (`ETHTOOL_GCHANNELS`: the larger of rx and tx channels,
-/// combined ones included), or `None` if the driver does not say.
-pub fn channels(ifname: &str) -> Option<u32> {
+/// A device's queues (`ETHTOOL_GCHANNELS`), combined channels counted in both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Channels {
+    /// Receive queues.
+    pub rx: u32,
+    /// Transmit queues.
+    pub tx: u32,
+}
+
+/// How many queues `ifname` has, or `None` if the driver does not say.
+pub fn channels(ifname: &str) -> Option<Channels> {
     const ETHTOOL_GCHANNELS: u32 = 0x3c;
     #[repr(C)]
     #[derive(Default)]
@@ -50,6 +58,9 @@ pub fn channels(ifname: &str) -> Option<u32> {
     if rc < 0 {
         return None;
     }
-    let n = (ch.rx_count.max(ch.tx_count)) + ch.combined_count;
-    (n > 0).then_some(n)
+    let c = Channels {
+        rx: ch.rx_count + ch.combined_count,
+        tx: ch.tx_count + ch.combined_count,
+    };
+    (c.rx.max(c.tx) > 0).then_some(c)
 }

@@ -359,6 +359,9 @@ fn fanout_by_cpu_gives_each_queue_what_its_cpu_received() {
     };
     let mut port = open(&p.a, "pa", 2, &pool, &opts);
     assert_eq!(port.fanout(), Some(FanoutBy::Cpu));
+    // `auto` picks it for a device with a receive queue per socket, and hashes beyond that.
+    let by = |queues| p.a.run(|| FanoutBy::for_device("pa", queues)).unwrap();
+    assert_eq!((by(2), by(3)), (FanoutBy::Cpu, FanoutBy::Hash));
     let mut queues = port.take_queues();
     let peer = RawSock::open_in(&p.b, "pb");
     let per_cpu = 200u32;

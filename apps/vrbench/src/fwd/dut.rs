@@ -30,6 +30,7 @@
 use std::path::Path;
 
 use anyhow::Context;
+use vrhost_dataplane::RunVrs;
 use vrhost_lab::{Forwarder, Lab, LabSpec, Netns, Side};
 
 use super::bpf::{self, Link};
@@ -154,25 +155,6 @@ pub(crate) enum SinkNapi {
     Backlog,
 }
 
-/// `[dataplane] run_vrs` of the vrhost profiles (`vrhost_dataplane::RunVrs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
-pub(crate) enum RunVrsArg {
-    /// Each VR on one worker, the others hand it their frames.
-    OnOwner,
-    /// Each worker forwards what its own queues received.
-    WhereReceived,
-}
-
-impl RunVrsArg {
-    /// The config file's value.
-    pub(crate) fn config(self) -> &'static str {
-        match self {
-            RunVrsArg::OnOwner => "on-owner",
-            RunVrsArg::WhereReceived => "where-received",
-        }
-    }
-}
-
 /// Queues and cores of a measurement.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -191,7 +173,7 @@ pub(crate) struct Layout {
     /// How `b0` receives.
     pub(crate) sink_napi: SinkNapi,
     /// Which vrhost workers forward a VR's frames.
-    pub(crate) run_vrs: RunVrsArg,
+    pub(crate) run_vrs: RunVrs,
 }
 
 impl Layout {
@@ -215,7 +197,7 @@ impl Layout {
             rx_napi,
             p0_napi: P0Napi::XdpPass,
             sink_napi: SinkNapi::Gro,
-            run_vrs: RunVrsArg::WhereReceived,
+            run_vrs: RunVrs::WhereReceived,
         })
     }
 
@@ -253,7 +235,7 @@ impl Layout {
             self.queues,
             cores(&self.gen_cores),
             cores(&self.dut_cores),
-            self.run_vrs.config()
+            self.run_vrs.name()
         )
     }
 }
@@ -441,7 +423,7 @@ pub(crate) fn start(
                     profile.tx(layout.sink_napi),
                     profile == Profile::VrhostAfxdpQp,
                 ),
-                (&layout.dut_cores, Some(layout.run_vrs.config())),
+                (&layout.dut_cores, Some(layout.run_vrs.name())),
                 vrs,
                 (&[], 0),
             )?)
@@ -453,7 +435,7 @@ pub(crate) fn start(
                 &t.lab,
                 "afpacket",
                 (profile.tx(layout.sink_napi), false),
-                (&layout.dut_cores, Some(layout.run_vrs.config())),
+                (&layout.dut_cores, Some(layout.run_vrs.name())),
                 vrs,
                 (&[], 0),
             )?)
