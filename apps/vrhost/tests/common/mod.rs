@@ -322,7 +322,14 @@ pub fn iperf(lab: &Lab, vr: u32, secs: u32) -> u64 {
         String::from_utf8_lossy(&out.stdout)
     );
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
-    j["end"]["sum_received"]["bytes"].as_u64().unwrap()
+    j["end"]["sum_received"]["bytes"]
+        .as_u64()
+        .unwrap_or_else(|| {
+            panic!(
+                "iperf3 succeeded without a received total: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
 }
 
 /// The sides' veth ends (`a0`, `b0`) with GRO on: a veth then takes frames its peer (the
