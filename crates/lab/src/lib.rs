@@ -16,6 +16,7 @@
 //! * `bridge`: the veth/bridge kernel baseline ([`Forwarder::KernelBridge`]).
 //! * [`offload`]: veths that carry what a wire would (no TSO/GSO/GRO, real checksums).
 //! * [`capture`]: count the frames an interface in a namespace saw, for isolation tests.
+//! * [`tools`]: ordinary tools between namespaces, with deadlines (an iperf3 transfer).
 //!
 //! Root is required. [`require_root`] encodes the project's rule: under `CI=true` a test that
 //! cannot get root fails loudly; elsewhere it says why it skips.
@@ -26,6 +27,7 @@ pub mod capture;
 mod kernel;
 pub mod netns;
 pub mod offload;
+pub mod tools;
 pub mod topology;
 
 pub use addressing::{MAX_VRS, Mac, Prefix4, Prefix6, Side, SideAddrs};

@@ -285,51 +285,9 @@ pub fn echo_requests_received(ns: &Netns) -> u64 {
 /// seconds; the bytes the receiver got.
 pub fn iperf(lab: &Lab, vr: u32, secs: u32) -> u64 {
     let v = lab.vr(vr);
-    let server = v
-        .side(Side::B)
-        .host
-        .command(&[
-            "iperf3",
-            "-s",
-            "-1",
-            "-B",
-            &v.side(Side::B).addrs.host4.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    struct Reap(Child);
-    impl Drop for Reap {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _server = Reap(server);
-    std::thread::sleep(Duration::from_millis(300));
-    let t = secs.to_string();
-    let dst = v.side(Side::B).addrs.host4.to_string();
-    let out = v
-        .side(Side::A)
-        .host
-        .command(&["timeout", "30", "iperf3", "-c", &dst, "-t", &t, "-J"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "iperf3 failed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
-    j["end"]["sum_received"]["bytes"]
-        .as_u64()
-        .unwrap_or_else(|| {
-            panic!(
-                "iperf3 succeeded without a received total: {}",
-                String::from_utf8_lossy(&out.stdout)
-            )
-        })
+    let (a, b) = (v.side(Side::A), v.side(Side::B));
+    vrhost_lab::tools::iperf3(&a.host, &b.host, b.addrs.host4.into(), secs)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The sides' veth ends (`a0`, `b0`) with GRO on: a veth then takes frames its peer (the

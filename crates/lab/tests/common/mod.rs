@@ -5,40 +5,14 @@
 
 use std::fmt::Display;
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use vrhost_lab::{Frame, Lab, Netns};
 
 /// Run `cmd` to completion, killing it after `limit`; `None` if it had to be killed.
-pub(crate) fn output_within(mut cmd: Command, limit: Duration) -> Option<Output> {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    wait_within(child, limit)
-}
-
-/// Wait for `child`, killing it after `limit`; `None` if it had to be killed.
-pub(crate) fn wait_within(mut child: Child, limit: Duration) -> Option<Output> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return Some(child.wait_with_output().expect("wait"));
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("wait");
-            eprintln!(
-                "killed after {limit:?}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+pub(crate) fn output_within(cmd: Command, limit: Duration) -> Option<Output> {
+    vrhost_lab::tools::output_within(cmd, limit).expect("spawn")
 }
 
 /// `ping -c COUNT` from `ns` to `dst` (IPv4 or IPv6) with a marker `pattern` (hex) in the
@@ -65,63 +39,10 @@ pub(crate) fn ping(ns: &Netns, dst: impl Display, count: u32, pattern: &str) -> 
     }
 }
 
-/// Run an iperf3 TCP transfer of `secs` seconds from `client` to a one-off server on `dst`
-/// in `server`; returns the bytes the server received.
+/// An iperf3 TCP transfer of `secs` seconds from `client` to `dst` in `server` (see
+/// [`vrhost_lab::tools::iperf3`]); returns the bytes the server received.
 pub(crate) fn iperf3(client: &Netns, server: &Netns, dst: IpAddr, secs: u32) -> u64 {
-    let dst = dst.to_string();
-    let srv = server
-        .command(&["iperf3", "-s", "-1", "-B", &dst])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn iperf3 server");
-    let t = secs.to_string();
-    // The server needs a moment to listen; a refused connection does not use up its `-1`.
-    // (iperf3 3.12 with -J may exit 0 after "Connection refused": read the JSON's "error".)
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let (out, json) = loop {
-        let cmd = client.command(&[
-            "iperf3",
-            "-c",
-            &dst,
-            "-t",
-            &t,
-            "-J",
-            "--connect-timeout",
-            "2000",
-        ]);
-        let out = output_within(cmd, Duration::from_secs(u64::from(secs) + 20))
-            .expect("iperf3 client did not finish in time");
-        let json: serde_json::Value =
-            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-        let refused = json["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("refused"));
-        if !refused || Instant::now() > deadline {
-            break (out, json);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let srv = wait_within(srv, Duration::from_secs(10));
-    assert!(
-        out.status.success() && json.is_object() && json.get("error").is_none(),
-        "iperf3 client failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    match srv {
-        None => panic!("iperf3 server did not end within 10 s of the client"),
-        Some(s) => assert!(
-            s.status.success(),
-            "iperf3 server failed ({}): {}{}",
-            s.status,
-            String::from_utf8_lossy(&s.stdout),
-            String::from_utf8_lossy(&s.stderr)
-        ),
-    }
-    json["end"]["sum_received"]["bytes"]
-        .as_u64()
-        .expect("end.sum_received.bytes")
+    vrhost_lab::tools::iperf3(client, server, dst, secs).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Assert that no namespace of lab `prefix` is left, as `ip netns list` shows them.
