@@ -11,7 +11,6 @@
 mod common;
 
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -74,56 +73,20 @@ fn workers_join_and_leave_under_traffic_without_loss_or_reordering() {
     assert_eq!((ws[0].vrs, ws[0].rx_queues), (2, 4));
     assert_eq!((ws[1].vrs, ws[1].rx_queues, ws[1].active), (0, 0, false));
 
-    let mut ingress = peers.remove(0);
+    let ingress = peers.remove(0);
     let mut egress = peers.remove(0);
     const N: u32 = 60_000;
-    const WINDOW: u64 = 2048;
-    let stop = AtomicBool::new(false);
-    let (fed, taken) = (AtomicU64::new(0), AtomicU64::new(0));
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut next = [0u32; 2];
     let mut by_worker = [0u64; 2];
-    struct Stop<'a>(&'a AtomicBool);
-    impl Drop for Stop<'_> {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let (switches, saw_two) = std::thread::scope(|s| {
-        let _stop = Stop(&stop);
-        for mut w in workers {
-            let stop = &stop;
-            s.spawn(move || w.run(stop));
-        }
-        let (pool2, fed2, taken2, stop2) = (&pool, &fed, &taken, &stop);
-        s.spawn(move || {
-            for seq in 0..N {
-                while fed2.load(Ordering::Relaxed) - taken2.load(Ordering::Relaxed) >= WINDOW {
-                    if Instant::now() > deadline || stop2.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    std::thread::yield_now();
-                }
-                for vr in 0..2u8 {
-                    // VR x's frames on queue 0, y's on queue 1.
-                    let f = frame(vr, seq);
-                    while !ingress.send(pool2, usize::from(vr), &f) {
-                        if Instant::now() > deadline || stop2.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        std::thread::yield_now();
-                    }
-                }
-                fed2.fetch_add(2, Ordering::Relaxed);
-            }
-        });
+    // VR x's frames on queue 0, y's on queue 1.
+    let ((switches, saw_two), fed) = under_traffic(&pool, workers, ingress, N, frame, |t| {
         let mut got = 0u64;
         let mut switches = 0;
         let mut saw_two = false;
         let mut last = Instant::now();
         let mut last_got = 0;
         while got < 2 * u64::from(N) {
-            assert!(Instant::now() < deadline, "only {got} frames out");
+            assert!(Instant::now() < t.deadline, "only {got} frames out");
             let mut k = 0;
             for (w, c) in egress.tx.iter_mut().enumerate() {
                 while let Some(p) = c.pop() {
@@ -138,7 +101,7 @@ fn workers_join_and_leave_under_traffic_without_loss_or_reordering() {
                 }
             }
             got += k;
-            taken.fetch_add(k, Ordering::Relaxed);
+            t.took(k);
             if k == 0 {
                 std::thread::yield_now();
             }
@@ -158,6 +121,7 @@ fn workers_join_and_leave_under_traffic_without_loss_or_reordering() {
         }
         (switches, saw_two)
     });
+    assert_eq!(fed, 2 * u64::from(N));
     assert!(switches > 20, "only {switches} switches");
     assert!(saw_two, "worker 1 never got a VR and its queue");
     assert!(by_worker[1] > 0, "worker 1 never forwarded");

@@ -12,7 +12,6 @@ mod common;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -234,60 +233,19 @@ fn churn_under_traffic(t: Two, mut churn: impl FnMut(&Dataplane, usize)) {
         workers,
         mut peers,
     } = t;
-    let mut ingress = peers.remove(0);
+    let ingress = peers.remove(0);
     let mut egress = peers.remove(0);
     const N: u32 = 50_000;
-    // Frames in flight at most (fed, not yet taken by the sink): less than a transmit ring,
-    // so a descheduled sink can never make the data plane drop (any loss would be a bug).
-    const WINDOW: u64 = 2048;
-    let stop = AtomicBool::new(false);
-    let fed = AtomicU64::new(0);
-    let taken = AtomicU64::new(0);
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut sink = Sink::default();
-    /// Stops the workers however the scope ends (a failed assertion must not hang it).
-    struct Stop<'a>(&'a AtomicBool);
-    impl Drop for Stop<'_> {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let moves = std::thread::scope(|s| {
-        let _stop = Stop(&stop);
-        for mut w in workers {
-            let stop = &stop;
-            s.spawn(move || w.run(stop));
-        }
-        let (pool2, fed2, taken2, stop2) = (&pool, &fed, &taken, &stop);
-        s.spawn(move || {
-            // Feed both queues, retrying while a ring is full: nothing lost at the port.
-            for seq in 0..N {
-                while fed2.load(Ordering::Relaxed) - taken2.load(Ordering::Relaxed) >= WINDOW {
-                    if Instant::now() > deadline || stop2.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    std::thread::yield_now();
-                }
-                for q in 0..2u8 {
-                    let f = frame(q, seq);
-                    while !ingress.send(pool2, usize::from(q), &f) {
-                        if Instant::now() > deadline || stop2.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        std::thread::yield_now();
-                    }
-                }
-                fed2.fetch_add(2, Ordering::Relaxed);
-            }
-        });
+    let (moves, fed) = under_traffic(&pool, workers, ingress, N, frame, |t| {
         let mut moves = 0;
         let mut got = 0;
         let mut last_move = Instant::now();
         while got < 2 * u64::from(N) {
-            assert!(Instant::now() < deadline, "only {got} frames out");
+            assert!(Instant::now() < t.deadline, "only {got} frames out");
             let k = sink.drain(&pool, &mut egress, &[0, 1]);
             got += k;
-            taken.fetch_add(k, Ordering::Relaxed);
+            t.took(k);
             if k == 0 {
                 std::thread::yield_now();
             }
@@ -297,7 +255,6 @@ fn churn_under_traffic(t: Two, mut churn: impl FnMut(&Dataplane, usize)) {
                 last_move = Instant::now();
             }
         }
-        stop.store(true, Ordering::Relaxed);
         moves
     });
     assert!(moves > 20, "only {moves} moves");
@@ -309,7 +266,7 @@ fn churn_under_traffic(t: Two, mut churn: impl FnMut(&Dataplane, usize)) {
         (s.rx_packets, s.tx_packets),
         (2 * u64::from(N), 2 * u64::from(N))
     );
-    assert_eq!(fed.load(Ordering::Relaxed), 2 * u64::from(N));
+    assert_eq!(fed, 2 * u64::from(N));
 }
 
 /// Placement moves the VR that uses the most CPU to the idle worker, leaves pinned VRs

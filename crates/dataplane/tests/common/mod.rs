@@ -223,3 +223,83 @@ pub fn udp6(
     b[46..48].copy_from_slice(&(if s == 0 { 0xffff } else { s }).to_be_bytes());
     b
 }
+
+/// Frames per queue that [`under_traffic`] feeds at most ahead of what the test took out:
+/// less than a transmit ring, so a descheduled test thread never makes the data plane drop
+/// (any loss is then a bug).
+pub const WINDOW: u64 = 2048;
+
+/// What [`under_traffic`]'s body is told and tells back.
+pub struct Traffic<'a> {
+    taken: &'a std::sync::atomic::AtomicU64,
+    /// When the test gives up.
+    pub deadline: std::time::Instant,
+}
+
+impl Traffic<'_> {
+    /// The body took `k` more frames out of the egress port (the feeder may send as many
+    /// more).
+    pub fn took(&self, k: u64) {
+        self.taken
+            .fetch_add(k, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Run `workers` on threads of their own while a feeder thread sends `n` frames to each of
+/// `ingress`'s receive queues 0 and 1 (`frame(queue, seq)`, in sequence order, retrying
+/// while a ring is full: nothing is lost at the port), at most [`WINDOW`] ahead of what
+/// the body took; `body` runs on this thread meanwhile (it drains the egress port, checks
+/// and churns). The workers stop however the body ends, a failed assertion included.
+/// Returns the body's result and the frames fed.
+pub fn under_traffic<R>(
+    pool: &Pool,
+    workers: Vec<Worker>,
+    mut ingress: MemPeer,
+    n: u32,
+    frame: impl Fn(u8, u32) -> Vec<u8> + Send,
+    body: impl FnOnce(&Traffic<'_>) -> R,
+) -> (R, u64) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    let (fed, taken) = (AtomicU64::new(0), AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let r = std::thread::scope(|s| {
+        let _stop = Stop(&stop);
+        for mut w in workers {
+            let stop = &stop;
+            s.spawn(move || w.run(stop));
+        }
+        let (fed, taken, stop) = (&fed, &taken, &stop);
+        s.spawn(move || {
+            let waiting = || Instant::now() <= deadline && !stop.load(Ordering::Relaxed);
+            for seq in 0..n {
+                while fed.load(Ordering::Relaxed) - taken.load(Ordering::Relaxed) >= WINDOW {
+                    if !waiting() {
+                        return;
+                    }
+                    std::thread::yield_now();
+                }
+                for q in 0..2u8 {
+                    let f = frame(q, seq);
+                    while !ingress.send(pool, usize::from(q), &f) {
+                        if !waiting() {
+                            return;
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+                fed.fetch_add(2, Ordering::Relaxed);
+            }
+        });
+        body(&Traffic { taken, deadline })
+    });
+    (r, fed.load(Ordering::Relaxed))
+}
