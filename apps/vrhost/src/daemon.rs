@@ -68,6 +68,9 @@ struct Daemon {
     workers: Vec<std::thread::JoinHandle<()>>,
     /// Ports whose interface has disappeared.
     gone: HashSet<usize>,
+    /// Of those, the ones whose interface (by name) exists again: the port stays down, its
+    /// sockets and XDP program belonged to the old device, until vrhost is restarted.
+    back: HashSet<usize>,
     /// TSC ticks per second (watchdog budgets are set in microseconds).
     tsc_hz: f64,
     /// VRs known to be quarantined (logged once).
@@ -258,6 +261,7 @@ impl Daemon {
             stop,
             workers: handles,
             gone: HashSet::new(),
+            back: HashSet::new(),
             tsc_hz,
             quarantined: HashSet::new(),
             scaler,
@@ -441,7 +445,18 @@ impl Daemon {
             .map(|v| v.config.name.as_str())
             .collect();
         if !down.is_empty() {
-            return format!("down ({} lost its port)", down.join(", "));
+            let back = vifs
+                .iter()
+                .any(|v| self.back.contains(&usize::from(v.config.port)));
+            return format!(
+                "down ({} lost its port{})",
+                down.join(", "),
+                if back {
+                    "; its interface is back: restart vrhost to use it"
+                } else {
+                    ""
+                }
+            );
         }
         let problems = self
             .control
@@ -692,6 +707,7 @@ impl Daemon {
                     "interface": spec.interface.get_ref(),
                     "backend": p.describe(),
                     "up": !self.gone.contains(&i),
+                    "interface_back": self.back.contains(&i),
                     "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
                     "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
                     "tx_full": s.tx_full, "rx_dropped": s.rx_dropped,
@@ -779,10 +795,21 @@ impl Daemon {
         }
     }
 
-    /// Report interfaces that disappeared (or came back); their VRs show as down.
+    /// Report interfaces that disappeared, or came back after that; their VRs show as down
+    /// either way (a port is not reattached while vrhost runs).
     fn check_interfaces(&mut self) {
         for (i, spec) in self.cfg.ports.iter().enumerate() {
             let present = ifindex(spec.interface.get_ref()) != 0;
+            if present && self.gone.contains(&i) && self.back.insert(i) {
+                warn!(
+                    "interface {} of port {} is back, but vrhost does not reattach a port while \
+                     it runs: its VRs stay down until vrhost is restarted",
+                    spec.interface.get_ref(),
+                    spec.name.get_ref(),
+                );
+            } else if !present {
+                self.back.remove(&i);
+            }
             if !present && self.gone.insert(i) {
                 let vrs: Vec<String> = self
                     .dp

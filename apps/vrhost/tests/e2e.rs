@@ -393,6 +393,29 @@ fn a_vanished_interface_marks_its_vrs_down_and_the_daemon_keeps_serving() {
     assert!(d.log_text().contains("disappeared"), "{}", d.log_text());
     // What still has its port keeps working: the gateway on p0 answers.
     assert_eq!(ping(&lab, 0, &gw, 3, "0.05"), (3, 3));
+    // An interface of that name again: said, and the VR stays down (nothing reattaches).
+    lab.router()
+        .ip(&["link", "add", "p1", "type", "veth", "peer", "name", "p1x"])
+        .unwrap();
+    for _ in 0..50 {
+        state = d.vr("vr0")["state"].as_str().unwrap_or("").to_string();
+        if state.contains("back") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        state.starts_with("down") && state.contains("restart vrhost"),
+        "state {state:?}"
+    );
+    assert!(d.log_text().contains("is back"), "{}", d.log_text());
+    let ports = d.status()["ports"].as_array().unwrap().clone();
+    let p1 = ports.iter().find(|p| p["interface"] == "p1").unwrap();
+    assert_eq!(
+        (&p1["up"], &p1["interface_back"]),
+        (&false.into(), &true.into())
+    );
+    assert_eq!(ping(&lab, 0, &gw, 3, "0.05"), (3, 3));
 }
 
 #[test]
