@@ -44,24 +44,32 @@ pub enum ToolError {
     },
 }
 
-/// Run `cmd` to completion, killing it after `limit`; `None` if it had to be killed.
-pub fn output_within(mut cmd: Command, limit: Duration) -> std::io::Result<Option<Output>> {
+/// How a command run with a deadline ended.
+#[derive(Debug)]
+pub struct Ended {
+    /// Its status and what it printed (up to the kill, if it was killed).
+    pub output: Output,
+    /// It ran past the deadline and was killed.
+    pub killed: bool,
+}
+
+/// Run `cmd` to completion, killing it after `limit`.
+pub fn output_within(mut cmd: Command, limit: Duration) -> std::io::Result<Ended> {
     let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
     wait_within(child, limit)
 }
 
-/// Wait for `child`, killing it after `limit`; `None` if it had to be killed (what it
-/// printed is lost then: use [`output_within`]'s caller to report the timeout).
-pub fn wait_within(mut child: Child, limit: Duration) -> std::io::Result<Option<Output>> {
+/// Wait for `child`, killing it after `limit`.
+pub fn wait_within(mut child: Child, limit: Duration) -> std::io::Result<Ended> {
     let deadline = Instant::now() + limit;
     loop {
-        if child.try_wait()?.is_some() {
-            return child.wait_with_output().map(Some);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait_with_output()?;
-            return Ok(None);
+        if child.try_wait()?.is_some() || Instant::now() > deadline {
+            let killed = child.try_wait()?.is_none();
+            if killed {
+                let _ = child.kill();
+            }
+            let output = child.wait_with_output()?;
+            return Ok(Ended { output, killed });
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -120,13 +128,15 @@ pub fn iperf3(client: &Netns, server: &Netns, dst: IpAddr, secs: u32) -> Result<
             "--connect-timeout",
             "2000",
         ]);
-        let out = output_within(cmd, limit)
-            .map_err(spawn)?
-            .ok_or_else(|| ToolError::Timeout {
+        let ended = output_within(cmd, limit).map_err(spawn)?;
+        if ended.killed {
+            return Err(ToolError::Timeout {
                 tool: IPERF,
                 limit,
-                output: String::new(),
-            })?;
+                output: format!("client {}", printed(&ended.output)),
+            });
+        }
+        let out = ended.output;
         let json: serde_json::Value =
             serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
         let refused = json["error"]
@@ -145,16 +155,20 @@ pub fn iperf3(client: &Netns, server: &Netns, dst: IpAddr, secs: u32) -> Result<
         });
     };
     let child = srv.0.take().expect("the server is reaped once");
-    match wait_within(child, Duration::from_secs(10)).map_err(spawn)? {
-        None => Err(ToolError::Timeout {
+    let limit = Duration::from_secs(10);
+    let s = wait_within(child, limit).map_err(spawn)?;
+    if s.killed {
+        Err(ToolError::Timeout {
             tool: IPERF,
-            limit: Duration::from_secs(10),
-            output: "the server did not end after the client".into(),
-        }),
-        Some(s) if !s.status.success() => Err(ToolError::Failed {
+            limit,
+            output: format!("the server, after the client ended: {}", printed(&s.output)),
+        })
+    } else if !s.output.status.success() {
+        Err(ToolError::Failed {
             tool: IPERF,
-            output: format!("server {}", printed(&s)),
-        }),
-        Some(_) => Ok(bytes),
+            output: format!("server {}", printed(&s.output)),
+        })
+    } else {
+        Ok(bytes)
     }
 }

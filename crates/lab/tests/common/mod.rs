@@ -12,7 +12,16 @@ use vrhost_lab::{Frame, Lab, Netns};
 
 /// Run `cmd` to completion, killing it after `limit`; `None` if it had to be killed.
 pub(crate) fn output_within(cmd: Command, limit: Duration) -> Option<Output> {
-    vrhost_lab::tools::output_within(cmd, limit).expect("spawn")
+    let e = vrhost_lab::tools::output_within(cmd, limit).expect("spawn");
+    if e.killed {
+        eprintln!(
+            "killed after {limit:?}: {}{}",
+            String::from_utf8_lossy(&e.output.stdout),
+            String::from_utf8_lossy(&e.output.stderr)
+        );
+        return None;
+    }
+    Some(e.output)
 }
 
 /// `ping -c COUNT` from `ns` to `dst` (IPv4 or IPv6) with a marker `pattern` (hex) in the
