@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Daemon;
+use common::{Daemon, wait, wait_explained};
 use serde_json::Value;
 use vrhost_lab::{Netns, offload, require_root, veth};
 
@@ -101,30 +101,6 @@ fn ctl_json(d: &Daemon, args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn wait(what: &str, secs: u64, f: impl FnMut() -> bool) -> Duration {
-    wait_explained(what, secs, f, String::new)
-}
-
-/// [`wait`], and on a timeout the panic message ends with what `explain` says (the state
-/// that tells a CI log why it took so long).
-fn wait_explained(
-    what: &str,
-    secs: u64,
-    mut f: impl FnMut() -> bool,
-    explain: impl Fn() -> String,
-) -> Duration {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "timed out after {secs} s waiting for: {what}\n{}",
-            explain()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    t0.elapsed()
 }
 
 fn has_route(d: &Daemon, vr: &str, prefix: &str, hop: &str) -> bool {

@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
-use common::{Daemon, config, ping};
+use common::{Daemon, config, ping, wait};
 use serde_json::{Value, json};
 use vrhost_lab::{Lab, LabSpec, Side, require_root};
 
@@ -35,14 +33,6 @@ fn ctl_text(d: &Daemon, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn wait(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn has_route(d: &Daemon, vr: &str, prefix: &str, hop: &str) -> bool {

@@ -9,7 +9,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Daemon, config, echo_requests_received, iperf, ping, sides_take_xdp_transmit};
+use common::{
+    Daemon, config, echo_requests_received, iperf, ping, sides_take_xdp_transmit, wait_explained,
+};
 use vrhost_lab::{Lab, LabSpec, Side, require_root};
 
 fn lab(vrs: u32, overlapping: bool) -> Option<Lab> {
@@ -377,19 +379,10 @@ fn a_vanished_interface_marks_its_vrs_down_and_the_daemon_keeps_serving() {
     let Some(lab) = lab(1, false) else { return };
     let d = Daemon::start(&lab, &config(&lab, "afpacket", &[0]));
     let gw = lab.vr(0).a.addrs.gw4.to_string();
+    let state = || d.vr("vr0")["state"].as_str().unwrap_or("").to_string();
     lab.router().ip(&["link", "del", "dev", "p1"]).unwrap();
-    let mut state = String::new();
-    for _ in 0..50 {
-        state = d.vr("vr0")["state"].as_str().unwrap_or("").to_string();
-        if state.starts_with("down") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(
-        state.contains("down") && state.contains('b'),
-        "state {state:?}"
-    );
+    wait_explained("vr0 down", 5, || state().starts_with("down"), state);
+    assert!(state().contains('b'), "state {:?}", state());
     assert!(d.log_text().contains("disappeared"), "{}", d.log_text());
     // What still has its port keeps working: the gateway on p0 answers.
     assert_eq!(ping(&lab, 0, &gw, 3, "0.05"), (3, 3));
@@ -397,16 +390,16 @@ fn a_vanished_interface_marks_its_vrs_down_and_the_daemon_keeps_serving() {
     lab.router()
         .ip(&["link", "add", "p1", "type", "veth", "peer", "name", "p1x"])
         .unwrap();
-    for _ in 0..50 {
-        state = d.vr("vr0")["state"].as_str().unwrap_or("").to_string();
-        if state.contains("back") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_explained(
+        "vr0's interface back",
+        5,
+        || state().contains("back"),
+        state,
+    );
+    let now = state();
     assert!(
-        state.starts_with("down") && state.contains("restart vrhost"),
-        "state {state:?}"
+        now.starts_with("down") && now.contains("restart vrhost"),
+        "state {now:?}"
     );
     assert!(d.log_text().contains("is back"), "{}", d.log_text());
     let ports = d.status()["ports"].as_array().unwrap().clone();

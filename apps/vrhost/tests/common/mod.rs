@@ -302,3 +302,29 @@ pub fn sides_take_xdp_transmit(lab: &Lab) {
         assert!(on, "GRO on {dev}");
     }
 }
+
+/// Poll `f` every 100 ms until it holds; panics naming `what` after `secs` seconds.
+/// Returns how long it took.
+pub fn wait(what: &str, secs: u64, f: impl FnMut() -> bool) -> Duration {
+    wait_explained(what, secs, f, String::new)
+}
+
+/// [`wait`], and on a timeout the panic message ends with what `explain` says (the state
+/// that tells a CI log why it took so long).
+pub fn wait_explained(
+    what: &str,
+    secs: u64,
+    mut f: impl FnMut() -> bool,
+    explain: impl Fn() -> String,
+) -> Duration {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "timed out after {secs} s waiting for: {what}\n{}",
+            explain()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t0.elapsed()
+}
