@@ -39,6 +39,7 @@ use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_dataplane::ring::ring;
 use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VifConfig, VrConfig, Worker};
 use vrhost_fib::{NextHop, NextHopSet, Prefix};
+use vrhost_io::offcpu::OffCpu;
 use vrhost_io::sched::{self, Policy};
 use vrhost_traffic::mem::{RingRx, RingTx};
 use vrhost_traffic::{
@@ -95,13 +96,19 @@ pub(crate) struct InprocDut {
     /// Per-VR weights of the offered load (sum 1).
     shares: Vec<f64>,
     cmd: Sender<Cmd>,
-    done: Receiver<()>,
+    /// The worker's answer when a trial's run ends: how long the host kept it off its core.
+    done: Receiver<Option<Duration>>,
     worker: Option<std::thread::JoinHandle<()>>,
     _dp: Dataplane,
     /// The last trial's sink snapshot (per-stream counts, latency).
     pub(crate) last: Option<SinkSnapshot>,
     /// The last trial's frames sent per VR (refused by the DUT's rx ring included).
     last_sent: Vec<u64>,
+    /// How long the host kept the DUT worker off its core during the last trial (run-queue
+    /// wait plus steal, [`OffCpu`]); `None` where the kernel does not say.
+    pub(crate) last_held_off: Option<Duration>,
+    /// Attempts the last `run` took (1 to 3).
+    pub(crate) last_attempts: usize,
 }
 
 impl std::fmt::Debug for InprocDut {
@@ -253,6 +260,8 @@ impl InprocDut {
             _dp: dp,
             last: None,
             last_sent: Vec::new(),
+            last_held_off: None,
+            last_attempts: 0,
         })
     }
 
@@ -286,21 +295,41 @@ impl InprocDut {
             let rate = Rate::Pps((load * self.shares[i]).max(0.0));
             self.tester_gen.set_rate(id, rate)?;
         }
-        // A trial the tester fell more than 1 % short in (the OS took its core: the pacer
-        // counts what it could not send in time as missed rather than bursting it later) is
-        // run again, up to twice; the best attempt is returned and the search judges it.
-        let mut best: Option<Trial> = None;
-        for _ in 0..3 {
+        // A trial the host disturbed is run again, up to twice, and the least disturbed
+        // attempt is returned for the search to judge:
+        // - the tester fell more than 1 % short (the OS took its core: the pacer counts what
+        //   it could not send in time as missed rather than bursting it later);
+        // - the DUT lost frames while the host held its worker off the core for long enough
+        //   to fill a quarter of its receive ring at this load. (Ordinary tasks get 50 ms
+        //   of every second even against a `SCHED_FIFO` worker, and a hypervisor may take
+        //   the vCPU: a CI run lost 1.6 % at 2 Mpps, a tenth of the worker's capacity.)
+        let mut best: Option<(Disturbance, Trial, Option<SinkSnapshot>, Vec<u64>)> = None;
+        for attempt in 1..=3 {
+            self.last_attempts = attempt;
             let t = self.run_with_rates_set(load, duration)?;
-            let short = t.shortfall();
-            if best.as_ref().is_none_or(|b| short < b.shortfall()) {
-                best = Some(t);
+            let d = Disturbance::of(&t, self.last_held_off, load);
+            if d.host_lost {
+                eprintln!(
+                    "vrbench: at {:.3} Mpps the DUT lost {} frames while the host held its \
+                     worker off its core for {:.1} ms; the trial is run again",
+                    load / 1e6,
+                    d.lost,
+                    self.last_held_off.unwrap_or_default().as_secs_f64() * 1e3
+                );
             }
-            if short <= 0.01 {
+            let quiet = d.is_quiet();
+            if best.as_ref().is_none_or(|(b, ..)| d.less_than(b)) {
+                let (last, sent) = (self.last.take(), std::mem::take(&mut self.last_sent));
+                best = Some((d, t, last, sent));
+            }
+            if quiet {
                 break;
             }
         }
-        Ok(best.expect("at least one attempt"))
+        // What `last`, `per_vr` and `last_held_off` say is the returned attempt's.
+        let (d, t, last, sent) = best.expect("at least one attempt");
+        (self.last, self.last_sent, self.last_held_off) = (last, sent, d.held_off);
+        Ok(t)
     }
 
     fn run_with_rates_set(&mut self, load: f64, duration: Duration) -> anyhow::Result<Trial> {
@@ -350,7 +379,7 @@ impl InprocDut {
         })
         .map_err(|_| anyhow::anyhow!("the tester thread panicked"))?;
         stop.store(true, Ordering::Relaxed);
-        self.done.recv().context("the DUT worker thread is gone")?;
+        self.last_held_off = self.done.recv().context("the DUT worker thread is gone")?;
         let g = self.tester_gen.stats();
         let s = self.sink.snapshot();
         // Refused by the DUT's full rx ring: sent on the wire, lost by the DUT.
@@ -406,6 +435,50 @@ impl InprocDut {
     }
 }
 
+/// How much the host disturbed one attempt at a trial (see [`InprocDut::run`]).
+#[derive(Debug, Clone, Copy)]
+struct Disturbance {
+    /// The tester's shortfall (fraction of the frames it should have sent).
+    shortfall: f64,
+    /// Frames sent and not received.
+    lost: u64,
+    /// `lost > 0` while the worker was held off long enough to fill a quarter of its
+    /// receive ring at the offered load.
+    host_lost: bool,
+    held_off: Option<Duration>,
+}
+
+impl Disturbance {
+    fn of(t: &Trial, held_off: Option<Duration>, load: f64) -> Disturbance {
+        let lost = t.sent.saturating_sub(t.received);
+        let ring_time = RING as f64 / 4.0 / load;
+        Disturbance {
+            shortfall: t.shortfall(),
+            lost,
+            host_lost: lost > 0 && held_off.is_some_and(|h| h.as_secs_f64() >= ring_time),
+            held_off,
+        }
+    }
+
+    fn is_quiet(&self) -> bool {
+        self.shortfall <= 0.01 && !self.host_lost
+    }
+
+    /// Less disturbed: a tester short by over 1 % first, then frames the host made the DUT
+    /// lose, then the tester's shortfall.
+    fn less_than(&self, o: &Disturbance) -> bool {
+        let key = |d: &Disturbance| {
+            (
+                d.shortfall > 0.01,
+                d.host_lost,
+                if d.host_lost { d.lost } else { 0 },
+                d.shortfall,
+            )
+        };
+        key(self) < key(o)
+    }
+}
+
 fn warn_missed(missed: u64, load: f64) {
     eprintln!(
         "vrbench: the tester could not keep up at {:.3} Mpps ({missed} frames missed); the \
@@ -458,13 +531,15 @@ fn realtime(on: bool) {
     });
 }
 
-fn run_worker(mut w: Worker, core: usize, cmd: Receiver<Cmd>, done: Sender<()>) {
+fn run_worker(mut w: Worker, core: usize, cmd: Receiver<Cmd>, done: Sender<Option<Duration>>) {
     core_affinity::set_for_current(core_affinity::CoreId { id: core });
     while let Ok(Cmd::Run(stop)) = cmd.recv() {
         realtime(true);
+        let before = OffCpu::now(core);
         w.run(&stop);
+        let held_off = OffCpu::now(core).since(&before);
         realtime(false);
-        if done.send(()).is_err() {
+        if done.send(held_off).is_err() {
             break;
         }
     }
@@ -479,7 +554,8 @@ mod tests {
     /// generator and sink, offered 0.5, 1 and 2 Mpps — far below what the worker forwards
     /// (~20 Mpps, docs/perf.md) — for 0.5 s each. What is asserted is what the tool reports
     /// to its searches (`InprocDut::run`'s trial): frames sent ÷ (asked rate × trial time)
-    /// within 1 %, per VR as well as in total, and every frame sent came back once.
+    /// within 1 %, per VR as well as in total, and every frame sent came back once, but for
+    /// those that arrived while the host kept the DUT's worker off its core.
     ///
     /// Root: the tester and the worker run SCHED_FIFO during a trial (`realtime`), which is
     /// what keeps a busy 2-core host from taking the tester's core for milliseconds (the
@@ -490,7 +566,10 @@ mod tests {
     /// real-time budget (`sched_rt_runtime_us`, 950 ms per second), and the second one's
     /// first attempt lost 50 ms to throttling (~10 % missed); `run` repeats a trial more
     /// than 1 % short, and the repeat, in a fresh period, was within 0.002 %. The assertion
-    /// is on the trial `run` returns, as the searches see it.
+    /// is on the trial `run` returns, as the searches see it. Seen later in CI: the DUT lost
+    /// 1.6 % at 2 Mpps, its worker held off by the host (ordinary tasks get 50 ms of every
+    /// second against `SCHED_FIFO` since Linux 6.12; a hypervisor may take the vCPU), which
+    /// is why `run` now measures that and tries again.
     #[test]
     fn tester_offers_the_asked_rate_within_1_percent() {
         if !vrhost_lab::require_root("the in-process tester's rate accuracy (SCHED_FIFO)") {
@@ -527,14 +606,18 @@ mod tests {
                 "{mpps} Mpps: sent {} of {want}",
                 t.sent
             );
-            // Far below the DUT's capacity nearly everything arrives; not exactly all: the
-            // test harness runs other tests beside this one on the two cores, and a DUT
-            // worker held off its core for a moment overflows its ring (a CI run lost
-            // 0.45 % at 2 Mpps that way).
-            let delivered =
-                |received: u64, sent: u64| received <= sent && received * 100 >= sent * 99;
+            // Far below the DUT's capacity everything arrives, but for what arrived while
+            // the host kept the DUT's worker off its core (`run` tries three times for an
+            // attempt without that) and a 1 % margin for shorter stalls: interrupts, and
+            // waits too short to count as the host's.
+            let held = dut.last_held_off.unwrap_or_default().as_secs_f64();
+            eprintln!("  the DUT's worker was held off for {:.3} ms", held * 1e3);
+            let delivered = |received: u64, sent: u64, rate: f64| {
+                let excused = (rate * held).ceil() as u64 + sent / 100;
+                received <= sent && received + excused >= sent
+            };
             assert!(
-                delivered(t.received, t.sent),
+                delivered(t.received, t.sent, load),
                 "{mpps} Mpps: received {} of {} far below capacity",
                 t.received,
                 t.sent
@@ -543,12 +626,76 @@ mod tests {
                 let r = sent as f64 / (want / 2.0);
                 assert!((r - 1.0).abs() <= 0.01, "{mpps} Mpps, VR {vr}: sent {sent}");
                 assert!(
-                    delivered(received, sent),
+                    delivered(received, sent, load / 2.0),
                     "{mpps} Mpps, VR {vr}: received {received} of {sent}"
                 );
             }
             let s = dut.last.as_ref().unwrap();
             assert_eq!((s.unsigned, s.unknown_stream), (0, 0));
         }
+    }
+
+    /// A trial the host disturbs is run again: a real-time thread above the DUT worker's
+    /// priority takes the worker's core for 30 ms in the first attempt; the DUT loses what
+    /// its ring cannot hold meanwhile, `run` says so and tries again, and what it returns
+    /// is the undisturbed attempt, with every frame delivered.
+    #[test]
+    fn a_trial_the_host_held_the_dut_off_in_is_run_again() {
+        if !vrhost_lab::require_root("preempting the DUT worker (SCHED_FIFO)") {
+            return;
+        }
+        let _alone = crate::cores_alone();
+        let cores = core_affinity::get_core_ids().map_or(1, |c| c.len());
+        assert!(cores >= 2, "the tester and the DUT worker need a core each");
+        let mut dut = InprocDut::new(InprocSpec {
+            vrs: 1,
+            routes: 0,
+            flows: 1,
+            vifs: 2,
+            frame_size: 64,
+            dut_core: 0,
+            tester_core: cores - 1,
+            drain: Duration::from_millis(20),
+        })
+        .unwrap();
+        let (load, secs) = (2e6, 0.3);
+        let (ready, ready_rx) = channel();
+        let hog = std::thread::spawn(move || {
+            // On the worker's core and real-time before the trial starts: an ordinary
+            // thread there would wait for the spinning worker to finish the trial.
+            assert!(core_affinity::set_for_current(core_affinity::CoreId {
+                id: 0
+            }));
+            sched::set_policy(Policy::Fifo(2)).unwrap();
+            ready.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_millis(30) {
+                std::hint::spin_loop();
+            }
+            sched::set_policy(Policy::Ordinary).unwrap();
+        });
+        ready_rx.recv().unwrap();
+        let t = dut.run(load, Duration::from_secs_f64(secs)).unwrap();
+        hog.join().unwrap();
+        let held = dut.last_held_off.expect("this kernel reports run_delay");
+        eprintln!(
+            "{} attempts; the returned one: sent {}, received {}, held off {held:?}",
+            dut.last_attempts, t.sent, t.received
+        );
+        assert!(
+            dut.last_attempts >= 2,
+            "the disturbed attempt was not run again"
+        );
+        assert!(
+            t.received <= t.sent && t.received + t.sent / 100 >= t.sent,
+            "the attempt returned lost frames: sent {}, received {}",
+            t.sent,
+            t.received
+        );
+        assert!(
+            held < Duration::from_millis(30),
+            "the returned attempt is the disturbed one"
+        );
     }
 }

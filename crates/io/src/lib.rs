@@ -8,6 +8,8 @@
 //!   and pool), with the steering XDP program loaded and attached by vrhost.
 //! - [`afpacket`]: TPACKET_V3 rings on any interface; the fallback when XDP is unavailable.
 //! - [`tap`]: a tap device per VIF for the punt/inject path of a VR's control plane.
+//! - [`offcpu`]: how long a thread was kept off its CPU (run-queue wait, steal): the host's
+//!   share of a poll-mode thread's losses.
 //! - [`sched`]: `SCHED_FIFO` for workers and testers (why, and what it costs the host).
 //! - [`xdptx`]: transmit through a device's XDP transmit path (`ndo_xdp_xmit`), a batch of
 //!   frames per `bpf(2)` call and no skb per frame — for AF_XDP copy-mode and AF_PACKET
@@ -26,6 +28,7 @@ pub mod afxdp;
 pub mod bpf;
 pub mod ethtool;
 pub mod netdev;
+pub mod offcpu;
 pub mod quickpath;
 pub mod sched;
 pub mod tap;
