@@ -30,6 +30,7 @@ mod fibbench;
 mod fwd;
 mod inproc;
 mod lab;
+mod lab_frame;
 mod live;
 mod measure;
 mod rt;

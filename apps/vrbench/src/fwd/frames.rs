@@ -7,10 +7,10 @@
 //! forwarder, a macvlan VR) must accept and forward every frame, so what is measured is the
 //! forwarding rate, not a drop path. Checksums are correct (IPv4 header and UDP), TTL is 64.
 
-use std::net::Ipv4Addr;
-
 use vrhost_lab::{Side, addressing};
-use vrhost_wire::checksum;
+use vrhost_wire::udp;
+
+use crate::lab_frame;
 
 /// Frame length without FCS (the 64-byte minimum on the wire).
 pub(crate) const FRAME_LEN: usize = 60;
@@ -18,58 +18,27 @@ pub(crate) const FRAME_LEN: usize = 60;
 /// the headers (42 bytes, all the router touches) rounded up to 8-byte words.
 pub(crate) const TEMPLATE_LEN: usize = 48;
 
-/// UDP ports of the test flow.
-const SRC_PORT: u16 = 49152;
-const DST_PORT: u16 = 9; // discard
-
-/// The frame for VR `vr` of a lab with `overlapping` addressing.
+/// The frame for VR `vr` of a lab with `overlapping` addressing: [`lab_frame::headers`] to
+/// the VR's side-B host, without DF, and a zero payload.
 pub(crate) fn frame(vr: u32, overlapping: bool) -> [u8; FRAME_LEN] {
     let a = addressing::side_addrs(vr, Side::A, overlapping);
     let b = addressing::side_addrs(vr, Side::B, overlapping);
-    build(
-        addressing::vif_mac(vr, Side::A).octets(),
-        addressing::side_mac(Side::A).octets(),
-        a.host4,
-        b.host4,
-    )
-}
-
-fn build(dst_mac: [u8; 6], src_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr) -> [u8; FRAME_LEN] {
     let mut f = [0u8; FRAME_LEN];
-    f[0..6].copy_from_slice(&dst_mac);
-    f[6..12].copy_from_slice(&src_mac);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip_len = (FRAME_LEN - 14) as u16;
-    let udp_len = ip_len - 20;
-    {
-        let ip = &mut f[14..34];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-        ip[8] = 64; // TTL
-        ip[9] = 17; // UDP
-        ip[12..16].copy_from_slice(&src.octets());
-        ip[16..20].copy_from_slice(&dst.octets());
-        let sum = !checksum::data(ip);
-        ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    }
-    {
-        let udp = &mut f[34..];
-        udp[0..2].copy_from_slice(&SRC_PORT.to_be_bytes());
-        udp[2..4].copy_from_slice(&DST_PORT.to_be_bytes());
-        udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
-        let pseudo = checksum::pseudo_header_v4(src, dst, 17, udp_len);
-        let mut sum = !checksum::combine(&[pseudo, checksum::data(udp)]);
-        if sum == 0 {
-            sum = 0xffff;
-        }
-        udp[6..8].copy_from_slice(&sum.to_be_bytes());
-    }
+    f[..lab_frame::LEN].copy_from_slice(&lab_frame::headers(
+        vr,
+        overlapping,
+        b.host4,
+        FRAME_LEN,
+        false,
+    ));
+    udp::Packet::new_unchecked(&mut f[lab_frame::UDP_AT..]).fill_checksum_v4(a.host4, b.host4);
     f
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
     use vrhost_wire::checksum;
 
     #[test]

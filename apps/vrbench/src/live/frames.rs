@@ -1,9 +1,9 @@
 //! The stamped test frames: one stream per VR, Ethernet / IPv4 / UDP with the 18-byte
 //! `vrhost_traffic` signature right after the UDP header, any size from 64 to MTU + 18.
 //!
-//! Addresses follow the lab's plan exactly as `fwd/frames.rs` does (destination MAC = the
-//! VR's VIF MAC on side A, source MAC = `a0`'s, VR `i`'s side-A host to its side-B host), so
-//! every forwarder accepts every frame. What is new is the signature and the UDP checksum.
+//! The headers are `lab_frame`'s, as for `fwd/frames.rs` (destination MAC = the VR's VIF
+//! MAC on side A, source MAC = `a0`'s, VR `i`'s side-A host to its side-B host), so every
+//! forwarder accepts every frame. What is new is the signature and the UDP checksum.
 //!
 //! **What the generator program writes per frame.** A [`Template`] holds the first
 //! [`HEAD_LEN`] = 48 bytes of the stream's frame — headers, the signature's magic and stream
@@ -29,7 +29,8 @@ use std::net::Ipv4Addr;
 
 use vrhost_lab::{Side, addressing};
 use vrhost_traffic::signature::{LEN as SIG_LEN, MAGIC};
-use vrhost_wire::checksum;
+
+use crate::lab_frame;
 
 /// Bytes the program copies from the template per frame: Ethernet (14), IPv4 (20), UDP (8),
 /// the signature's magic (2) and stream id (4).
@@ -53,10 +54,6 @@ pub(crate) const MAX_SIZE: u16 = 1518;
 const FCS_LEN: usize = 4;
 
 const _: () = assert!(MIN_BUF == 60 && TIME_AT + 6 == MIN_BUF && SEQ_AT == HEAD_LEN);
-
-/// UDP ports of the test flow.
-const SRC_PORT: u16 = 49152;
-const DST_PORT: u16 = 9; // discard
 
 /// A stream's template as the generator's map holds it: [`HEAD_LEN`] bytes of frame, then
 /// native-endian `u32`s: the partial UDP sum, the length change, the partial IPv4 header
@@ -211,15 +208,7 @@ pub(crate) fn template_flows(id: u32, vr: u32, size: u16, dst: Ipv4Addr, flows: 
         flows >= 1 && u32::from(dst).checked_add(flows - 1).is_some(),
         "{flows} flows from {dst}"
     );
-    let a = addressing::side_addrs(vr, Side::A, false);
-    let mut t = build(
-        addressing::vif_mac(vr, Side::A).octets(),
-        addressing::side_mac(Side::A).octets(),
-        a.host4,
-        dst,
-        id,
-        usize::from(size) - FCS_LEN,
-    );
+    let mut t = build(vr, dst, id, usize::from(size) - FCS_LEN);
     t.flows = flows;
     t
 }
@@ -231,42 +220,18 @@ fn words(b: &[u8]) -> u32 {
         .sum()
 }
 
-fn build(
-    dst_mac: [u8; 6],
-    src_mac: [u8; 6],
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
-    id: u32,
-    len: usize,
-) -> Template {
+fn build(vr: u32, dst: Ipv4Addr, id: u32, len: usize) -> Template {
     assert!(len >= MIN_BUF, "frame buffer of {len} bytes");
     let mut f = [0u8; HEAD_LEN];
-    f[0..6].copy_from_slice(&dst_mac);
-    f[6..12].copy_from_slice(&src_mac);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip_len = (len - 14) as u16;
-    let udp_len = ip_len - 20;
-    {
-        let ip = &mut f[14..34];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-        ip[6] = 0x40; // DF
-        ip[8] = 64; // TTL
-        ip[9] = 17; // UDP
-        ip[12..16].copy_from_slice(&src.octets());
-        ip[16..20].copy_from_slice(&dst.octets());
-        let sum = !checksum::data(ip);
-        ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    }
+    f[..lab_frame::LEN].copy_from_slice(&lab_frame::headers(vr, false, dst, len, true));
     let ip_sum = words(&f[14..24]) + words(&f[26..30]);
-    f[34..36].copy_from_slice(&SRC_PORT.to_be_bytes());
-    f[36..38].copy_from_slice(&DST_PORT.to_be_bytes());
-    f[38..40].copy_from_slice(&udp_len.to_be_bytes());
     f[42..44].copy_from_slice(&MAGIC.to_be_bytes());
     f[44..48].copy_from_slice(&id.to_be_bytes());
     // Unfolded sums: the pseudo header's words, and the UDP header and signature head (the
     // checksum field is zero; payload past the signature is zero).
-    let pseudo = words(&src.octets()) + 17 + u32::from(udp_len);
+    let udp_len = (len - lab_frame::UDP_AT) as u32;
+    let src = addressing::side_addrs(vr, Side::A, false).host4;
+    let pseudo = words(&src.octets()) + 17 + udp_len;
     Template {
         head: f,
         udp_sum: pseudo + words(&f[34..48]),
