@@ -549,6 +549,24 @@ fn run_worker(mut w: Worker, core: usize, cmd: Receiver<Cmd>, done: Sender<Optio
 mod tests {
     use super::*;
 
+    /// A DUT of `vrs` VRs with no routes but the default, its worker on core 0 and the
+    /// tester on the last core.
+    fn test_dut(vrs: usize) -> InprocDut {
+        let cores = core_affinity::get_core_ids().map_or(1, |c| c.len());
+        assert!(cores >= 2, "the tester and the DUT worker need a core each");
+        InprocDut::new(InprocSpec {
+            vrs,
+            routes: 0,
+            flows: 1,
+            vifs: 2,
+            frame_size: 64,
+            dut_core: 0,
+            tester_core: cores - 1,
+            drain: Duration::from_millis(20),
+        })
+        .unwrap()
+    }
+
     /// The issue's "the generator's achieved rate within 1 % of the asked rate on the
     /// in-process DUT": vrhost's data plane (one worker, two VRs) between the tester's
     /// generator and sink, offered 0.5, 1 and 2 Mpps — far below what the worker forwards
@@ -576,19 +594,7 @@ mod tests {
             return;
         }
         let _alone = crate::cores_alone();
-        let cores = core_affinity::get_core_ids().map_or(1, |c| c.len());
-        assert!(cores >= 2, "the tester and the DUT worker need a core each");
-        let mut dut = InprocDut::new(InprocSpec {
-            vrs: 2,
-            routes: 0,
-            flows: 1,
-            vifs: 2,
-            frame_size: 64,
-            dut_core: 0,
-            tester_core: cores - 1,
-            drain: Duration::from_millis(20),
-        })
-        .unwrap();
+        let mut dut = test_dut(2);
         let secs = 0.5;
         for mpps in [0.5, 1.0, 2.0] {
             let load = mpps * 1e6;
@@ -645,19 +651,7 @@ mod tests {
             return;
         }
         let _alone = crate::cores_alone();
-        let cores = core_affinity::get_core_ids().map_or(1, |c| c.len());
-        assert!(cores >= 2, "the tester and the DUT worker need a core each");
-        let mut dut = InprocDut::new(InprocSpec {
-            vrs: 1,
-            routes: 0,
-            flows: 1,
-            vifs: 2,
-            frame_size: 64,
-            dut_core: 0,
-            tester_core: cores - 1,
-            drain: Duration::from_millis(20),
-        })
-        .unwrap();
+        let mut dut = test_dut(1);
         let (load, secs) = (2e6, 0.3);
         let (ready, ready_rx) = channel();
         let hog = std::thread::spawn(move || {
