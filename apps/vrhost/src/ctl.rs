@@ -294,14 +294,16 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
         println!("(worker* = pinned by config)");
     }
     if let Some(ws) = v.get("workers").and_then(Value::as_array) {
+        // HELD-OFF-MS: time the host kept the worker off its core since it started (other
+        // tasks on the core, hypervisor steal).
         println!();
         println!(
-            "{:<8} {:>6} {:>8} {:>6} {:>9} {:>14} {:>14}",
-            "WORKER", "CORE", "IN-USE", "VRS", "RX-QUEUES", "POLLS", "IDLE-POLLS"
+            "{:<8} {:>6} {:>8} {:>6} {:>9} {:>14} {:>14} {:>12}",
+            "WORKER", "CORE", "IN-USE", "VRS", "RX-QUEUES", "POLLS", "IDLE-POLLS", "HELD-OFF-MS"
         );
         for w in ws {
             println!(
-                "{:<8} {:>6} {:>8} {:>6} {:>9} {:>14} {:>14}",
+                "{:<8} {:>6} {:>8} {:>6} {:>9} {:>14} {:>14} {:>12}",
                 n(&w["worker"]),
                 n(&w["core"]),
                 if w["active"].as_bool().unwrap_or(true) {
@@ -313,6 +315,9 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
                 n(&w["rx_queues"]),
                 n(&w["polls"]),
                 n(&w["idle_polls"]),
+                w["held_off_ms"]
+                    .as_f64()
+                    .map_or("-".into(), |ms| format!("{ms:.1}")),
             );
         }
     }

@@ -30,10 +30,12 @@ use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
 use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Watchdog};
 use vrhost_fib::NextHop;
+use vrhost_io::offcpu;
 use vrhost_io::quickpath::Quickpath;
 use vrhost_io::sched::{self, Policy};
 
 use crate::ctl;
+use crate::heldoff::HeldOff;
 use crate::ports::OpenPort;
 
 /// Run until SIGTERM/SIGINT (or `deadline`).
@@ -77,6 +79,8 @@ struct Daemon {
     quarantined: HashSet<String>,
     /// With `scaling = "on-demand"`.
     scaler: Option<Scaler>,
+    /// Each worker's time held off its core.
+    held: Vec<HeldOff>,
 }
 
 /// Seconds between placement rounds (VRs moved between workers by measured load).
@@ -205,6 +209,7 @@ impl Daemon {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::new();
+        let mut held = Vec::new();
         let policy = match *cfg.dataplane.realtime_priority.get_ref() {
             0 => Policy::Ordinary,
             n => Policy::Fifo(u8::try_from(n).context("realtime_priority")?),
@@ -225,16 +230,16 @@ impl Daemon {
                         let _ = sched::set_timer_slack(Duration::from_micros(1));
                         let set = sched::set_policy(policy);
                         let ok = set.is_ok();
-                        let _ = ready.send(set);
+                        let _ = ready.send((offcpu::thread_id(), set));
                         if ok {
                             worker.run(&worker_stop);
                         }
                     })?,
             );
-            if let Err(e) = started
+            let (tid, set) = started
                 .recv()
-                .unwrap_or_else(|_| Err(std::io::ErrorKind::Other.into()))
-            {
+                .unwrap_or_else(|_| (0, Err(std::io::ErrorKind::Other.into())));
+            if let Err(e) = set {
                 stop.store(true, Ordering::Relaxed);
                 for h in handles {
                     let _ = h.join();
@@ -245,6 +250,7 @@ impl Daemon {
                     cfg.dataplane.realtime_priority.get_ref()
                 );
             }
+            held.push(HeldOff::new(w, tid, core));
             match policy {
                 Policy::Ordinary => info!("worker {w} on core {core}"),
                 Policy::Fifo(p) => info!("worker {w} on core {core}, SCHED_FIFO priority {p}"),
@@ -265,6 +271,7 @@ impl Daemon {
             tsc_hz,
             quarantined: HashSet::new(),
             scaler,
+            held,
         })
     }
 
@@ -290,6 +297,11 @@ impl Daemon {
                 self.check_interfaces();
                 self.control.check();
                 self.report_quarantines();
+                for h in &mut self.held {
+                    if let Some(w) = h.look() {
+                        warn!("{w}");
+                    }
+                }
                 last_check = Instant::now();
             }
             if let Some(sc) = self.scaler.as_mut()
@@ -757,12 +769,18 @@ impl Daemon {
             .iter()
             .enumerate()
             .map(|(i, w)| {
-                json!({
+                let mut v = json!({
                     "worker": i, "core": cores.get(i), "vrs": w.vrs,
                     "active": w.active, "rx_queues": w.rx_queues,
                     "polls": w.polls, "idle_polls": w.idle_polls,
                     "busy_cycles": w.busy_cycles, "rx_held": w.rx_held,
-                })
+                });
+                if let (Some(h), Some(o)) = (self.held.get(i), v.as_object_mut())
+                    && let Value::Object(m) = h.status()
+                {
+                    o.extend(m);
+                }
+                v
             })
             .collect();
         json!({

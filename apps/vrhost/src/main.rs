@@ -14,6 +14,7 @@
 mod ctl;
 mod daemon;
 mod demo;
+mod heldoff;
 mod ports;
 
 use std::path::PathBuf;

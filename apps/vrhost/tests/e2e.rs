@@ -524,6 +524,19 @@ fn on_demand_scaling_starts_on_one_worker_and_forwards_everything() {
         w[0]["rx_queues"], 4,
         "both queues of both ports on worker 0: {st}"
     );
+    // Each worker says how long the host kept it off its core (this kernel reports the
+    // run-queue wait and the steal, so neither is null).
+    for x in w {
+        for k in ["held_off_ms", "run_queue_wait_ms", "steal_ms"] {
+            assert!(x[k].as_f64().is_some_and(|ms| ms >= 0.0), "{k}: {st}");
+        }
+    }
+    let out = d.ctl(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("HELD-OFF-MS"),
+        "{text}"
+    );
     ping_and_tcp_through_both(&lab);
     // (More of TCP's congestion drops while the scaler brings the second worker in.)
     only_congestion_drops(&d);

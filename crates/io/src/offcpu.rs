@@ -31,7 +31,17 @@ impl OffCpu {
     /// Read both counters now, for the calling thread and CPU `cpu` (the one it is pinned
     /// to). A counter the kernel does not offer reads `None`; nothing fails.
     pub fn now(cpu: usize) -> OffCpu {
-        let run_delay_ns = std::fs::read_to_string("/proc/thread-self/schedstat")
+        OffCpu::read("/proc/thread-self/schedstat", cpu)
+    }
+
+    /// The same for thread `tid` of this process (from [`thread_id`]), read from any thread:
+    /// a daemon watching its workers without costing them anything.
+    pub fn of_thread(tid: libc::pid_t, cpu: usize) -> OffCpu {
+        OffCpu::read(&format!("/proc/self/task/{tid}/schedstat"), cpu)
+    }
+
+    fn read(schedstat: &str, cpu: usize) -> OffCpu {
+        let run_delay_ns = std::fs::read_to_string(schedstat)
             .ok()
             .and_then(|s| run_delay(&s));
         // SAFETY: sysconf takes a constant and returns a value; no pointers.
@@ -49,20 +59,30 @@ impl OffCpu {
         }
     }
 
+    /// The growth of each counter since `earlier` (`None` where either reading lacks it):
+    /// (run-queue wait, steal).
+    pub fn parts_since(&self, earlier: &OffCpu) -> (Option<Duration>, Option<Duration>) {
+        let d = |a: Option<u64>, b: Option<u64>| Some(Duration::from_nanos(a?.saturating_sub(b?)));
+        (
+            d(self.run_delay_ns, earlier.run_delay_ns),
+            d(self.steal_ns, earlier.steal_ns),
+        )
+    }
+
     /// The time held off between `earlier` and this reading: the growth of each counter
     /// both readings have, summed. `None` if neither counter was readable both times.
     pub fn since(&self, earlier: &OffCpu) -> Option<Duration> {
-        let d = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
-        match (
-            d(self.run_delay_ns, earlier.run_delay_ns),
-            d(self.steal_ns, earlier.steal_ns),
-        ) {
+        match self.parts_since(earlier) {
             (None, None) => None,
-            (a, b) => Some(Duration::from_nanos(
-                a.unwrap_or(0).saturating_add(b.unwrap_or(0)),
-            )),
+            (a, b) => Some(a.unwrap_or_default() + b.unwrap_or_default()),
         }
     }
+}
+
+/// The calling thread's id (what [`OffCpu::of_thread`] takes).
+pub fn thread_id() -> libc::pid_t {
+    // SAFETY: gettid takes nothing and cannot fail.
+    unsafe { libc::gettid() }
 }
 
 /// `run_delay` from a schedstat line: "<on-cpu ns> <run-delay ns> <timeslices>".
@@ -140,23 +160,34 @@ mod tests {
                 }
             })
         };
-        let waited = std::thread::spawn(move || {
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let spinner = std::thread::spawn(move || {
             pin();
+            tid_tx.send(thread_id()).unwrap();
             let before = OffCpu::now(cpu);
             let t0 = std::time::Instant::now();
             while t0.elapsed() < Duration::from_millis(300) {
                 std::hint::spin_loop();
             }
             OffCpu::now(cpu).since(&before)
-        })
-        .join()
-        .unwrap();
+        });
+        // Watched from here as well, as the daemon watches its workers.
+        let tid = tid_rx.recv().unwrap();
+        let outside_before = OffCpu::of_thread(tid, cpu);
+        std::thread::sleep(Duration::from_millis(250));
+        let outside = OffCpu::of_thread(tid, cpu).parts_since(&outside_before).0;
+        let waited = spinner.join().unwrap();
         stop.store(true, Ordering::Relaxed);
         hog.join().unwrap();
         let waited = waited.expect("this kernel reports run_delay (/proc/thread-self/schedstat)");
         assert!(
             waited >= Duration::from_millis(50),
             "sharing a CPU with a busy thread for 300 ms, held off only {waited:?}"
+        );
+        let outside = outside.expect("/proc/self/task/TID/schedstat");
+        assert!(
+            outside >= Duration::from_millis(40),
+            "read from another thread over 250 ms of sharing: {outside:?}"
         );
     }
 }
