@@ -311,10 +311,15 @@ impl InprocDut {
             if d.host_lost {
                 eprintln!(
                     "vrbench: at {:.3} Mpps the DUT lost {} frames while the host held its \
-                     worker off its core for {:.1} ms; the trial is run again",
+                     worker off its core for {:.1} ms; {}",
                     load / 1e6,
                     d.lost,
-                    self.last_held_off.unwrap_or_default().as_secs_f64() * 1e3
+                    self.last_held_off.unwrap_or_default().as_secs_f64() * 1e3,
+                    if attempt < 3 {
+                        "the trial is run again"
+                    } else {
+                        "the least disturbed of three attempts counts"
+                    }
                 );
             }
             let quiet = d.is_quiet();
