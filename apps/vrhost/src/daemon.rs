@@ -8,6 +8,11 @@
 //! read requests and write replies, see `ctl.rs`); the workers see changes through the
 //! data plane's published snapshots without stopping.
 //!
+//! A vanished interface: once a second the loop looks at every port's interface. One that
+//! is gone (or was replaced: a new ifindex) marks its VRs down; once an interface of that
+//! name is back and up, the port is opened on it again and each worker takes its new queues
+//! in at its next burst (`swap.rs`), dropping the old ones.
+//!
 //! Stopping: SIGTERM/SIGINT set a flag; the loop exits, workers are joined, then ports are
 //! dropped (XDP links closed, so the programs detach; sockets closed) and the control
 //! namespaces deleted. A crash gets the same from the kernel: the XDP program is held by a
@@ -37,6 +42,7 @@ use vrhost_io::sched::{self, Policy};
 use crate::ctl;
 use crate::heldoff::HeldOff;
 use crate::ports::OpenPort;
+use crate::swap::{Slot, Swap};
 
 /// Run until SIGTERM/SIGINT (or `deadline`).
 pub(crate) fn run(
@@ -68,10 +74,17 @@ struct Daemon {
     ctl: ctl::Server,
     stop: Arc<AtomicBool>,
     workers: Vec<std::thread::JoinHandle<()>>,
-    /// Ports whose interface has disappeared.
+    /// Per port, per worker: where a reopened port's queues are left for the workers.
+    slots: Vec<Vec<QueueSlots>>,
+    /// The quickpath, for a reopened port to join.
+    quickpath: Option<Arc<Quickpath>>,
+    /// Each port's interface index when it was opened: a different one means the
+    /// interface was replaced, even between two looks.
+    ifindexes: Vec<u32>,
+    /// Ports whose interface has disappeared (until it is back, up and reattached).
     gone: HashSet<usize>,
-    /// Of those, the ones whose interface (by name) exists again: the port stays down, its
-    /// sockets and XDP program belonged to the old device, until vrhost is restarted.
+    /// Of those, the ones whose interface came back but could not be reattached (said once;
+    /// the port stays down until vrhost is restarted).
     back: HashSet<usize>,
     /// TSC ticks per second (watchdog budgets are set in microseconds).
     tsc_hz: f64,
@@ -82,6 +95,9 @@ struct Daemon {
     /// Each worker's time held off its core.
     held: Vec<HeldOff>,
 }
+
+/// A worker's receive and transmit slot for one port (see [`crate::swap`]).
+type QueueSlots = (Arc<Slot<dyn RxQueue>>, Arc<Slot<dyn TxQueue>>);
 
 /// Seconds between placement rounds (VRs moved between workers by measured load).
 const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
@@ -171,17 +187,28 @@ impl Daemon {
             ports.push(p);
         }
         let port_ids: Vec<PortId> = (0..ports.len() as PortId).collect();
+        let ifindexes: Vec<u32> = cfg
+            .ports
+            .iter()
+            .map(|p| ifindex(p.interface.get_ref()))
+            .collect();
         let mut rx: Vec<Vec<(PortId, Box<dyn RxQueue>)>> =
             (0..workers).map(|_| Vec::new()).collect();
         let mut tx: Vec<Vec<Box<dyn TxQueue>>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut slots = Vec::new();
         for (i, p) in ports.iter_mut().enumerate() {
             let queues = p
                 .take_queues()
                 .with_context(|| format!("{}: port {:?}", cfg.file, cfg.ports[i].name.get_ref()))?;
+            let mut port_slots = Vec::new();
             for (w, (r, t)) in queues.into_iter().enumerate() {
-                rx[w].push((port_ids[i], r));
-                tx[w].push(t);
+                let (r, rs) = Swap::new(r);
+                let (t, ts) = Swap::new(t);
+                rx[w].push((port_ids[i], Box::new(r)));
+                tx[w].push(Box::new(t));
+                port_slots.push((rs, ts));
             }
+            slots.push(port_slots);
             // The transmit path each queue took (`tx = auto` decides per device).
             info!(
                 "port {} transmits: {}",
@@ -266,6 +293,9 @@ impl Daemon {
             ctl,
             stop,
             workers: handles,
+            slots,
+            quickpath,
+            ifindexes,
             gone: HashSet::new(),
             back: HashSet::new(),
             tsc_hz,
@@ -464,7 +494,7 @@ impl Daemon {
                 "down ({} lost its port{})",
                 down.join(", "),
                 if back {
-                    "; its interface is back: restart vrhost to use it"
+                    "; its interface is back but could not be reattached: restart vrhost"
                 } else {
                     ""
                 }
@@ -813,21 +843,51 @@ impl Daemon {
         }
     }
 
-    /// Report interfaces that disappeared, or came back after that; their VRs show as down
-    /// either way (a port is not reattached while vrhost runs).
+    /// Report interfaces that disappeared, and reattach a port whose interface is back
+    /// and up (its VRs are up again); one that cannot be reattached is said once and stays
+    /// down.
     fn check_interfaces(&mut self) {
-        for (i, spec) in self.cfg.ports.iter().enumerate() {
-            let present = ifindex(spec.interface.get_ref()) != 0;
-            if present && self.gone.contains(&i) && self.back.insert(i) {
-                warn!(
-                    "interface {} of port {} is back, but vrhost does not reattach a port while \
-                     it runs: its VRs stay down until vrhost is restarted",
-                    spec.interface.get_ref(),
+        for i in 0..self.cfg.ports.len() {
+            let spec = &self.cfg.ports[i];
+            let iface = spec.interface.get_ref().clone();
+            let now = ifindex(&iface);
+            let present = now != 0;
+            if present && now != self.ifindexes[i] && self.gone.insert(i) {
+                error!(
+                    "interface {iface} of port {} was replaced (ifindex {} → {now}); its VRs \
+                     are down until the port is reattached",
                     spec.name.get_ref(),
+                    self.ifindexes[i]
                 );
+            }
+            if present
+                && self.gone.contains(&i)
+                && !self.back.contains(&i)
+                && vrhost_io::link::is_up(&iface)
+            {
+                match self.reattach(i) {
+                    Ok(how) => {
+                        self.gone.remove(&i);
+                        self.ifindexes[i] = now;
+                        info!(
+                            "interface {iface} of port {} is back: port reattached ({how}); \
+                             its VRs are up",
+                            self.cfg.ports[i].name.get_ref()
+                        );
+                    }
+                    Err(e) => {
+                        self.back.insert(i);
+                        warn!(
+                            "interface {iface} of port {} is back, but reattaching the port \
+                             failed: {e:#}; its VRs stay down until vrhost is restarted",
+                            self.cfg.ports[i].name.get_ref()
+                        );
+                    }
+                }
             } else if !present {
                 self.back.remove(&i);
             }
+            let spec = &self.cfg.ports[i];
             if !present && self.gone.insert(i) {
                 let vrs: Vec<String> = self
                     .dp
@@ -850,6 +910,27 @@ impl Daemon {
                 );
             }
         }
+    }
+
+    /// Open port `i` again on its (new) interface and leave each worker its new queues; the
+    /// old ones are dropped by whichever worker holds them, at its next burst. Returns how
+    /// the port was opened.
+    fn reattach(&mut self, i: usize) -> anyhow::Result<String> {
+        let spec = &self.cfg.ports[i];
+        let workers = self.slots[i].len();
+        let mut p = OpenPort::open(spec, workers, self.dp.pool(), self.quickpath.as_ref())?;
+        let queues = p.take_queues()?;
+        if let Some(qp) = &self.quickpath {
+            p.join_quickpath(qp, self.port_ids[i])?;
+        }
+        for ((r, t), (rs, ts)) in queues.into_iter().zip(&self.slots[i]) {
+            rs.put(r);
+            ts.put(t);
+        }
+        let how = p.describe();
+        // The old port's sockets close once the workers have dropped its queues.
+        self.ports[i] = p;
+        Ok(how)
     }
 
     fn stop(mut self) {

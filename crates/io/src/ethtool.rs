@@ -33,31 +33,11 @@ pub fn channels(ifname: &str) -> Option<Channels> {
         cmd: ETHTOOL_GCHANNELS,
         ..Default::default()
     };
-    // SAFETY: all-zero is a valid ifreq.
-    let mut ifr: libc::ifreq = unsafe { core::mem::zeroed() };
-    let name = ifname.as_bytes();
-    if name.len() >= ifr.ifr_name.len() {
-        return None;
-    }
-    for (d, s) in ifr.ifr_name.iter_mut().zip(name) {
-        *d = *s as libc::c_char;
-    }
+    let mut ifr = crate::link::ifreq(ifname)?;
     ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
-    // SAFETY: socket(2) with constant arguments.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: SIOCETHTOOL with an ifreq whose data points to a live ethtool_channels
-    // (the command the kernel reads first); then closing the socket we opened.
-    let rc = unsafe {
-        let rc = libc::ioctl(fd, libc::SIOCETHTOOL, &mut ifr);
-        libc::close(fd);
-        rc
-    };
-    if rc < 0 {
-        return None;
-    }
+    // The ifreq's data points to a live ethtool_channels (the command the kernel reads
+    // first), alive for the call.
+    crate::link::ifreq_ioctl(libc::SIOCETHTOOL, &mut ifr).ok()?;
     let c = Channels {
         rx: ch.rx_count + ch.combined_count,
         tx: ch.tx_count + ch.combined_count,

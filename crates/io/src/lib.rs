@@ -8,6 +8,7 @@
 //!   and pool), with the steering XDP program loaded and attached by vrhost.
 //! - [`afpacket`]: TPACKET_V3 rings on any interface; the fallback when XDP is unavailable.
 //! - [`tap`]: a tap device per VIF for the punt/inject path of a VR's control plane.
+//! - [`link`]: whether an interface is up (the daemon reattaches a port once it is).
 //! - [`offcpu`]: how long a thread was kept off its CPU (run-queue wait, steal): the host's
 //!   share of a poll-mode thread's losses.
 //! - [`sched`]: `SCHED_FIFO` for workers and testers (why, and what it costs the host).
@@ -27,6 +28,7 @@ pub mod afpacket;
 pub mod afxdp;
 pub mod bpf;
 pub mod ethtool;
+pub mod link;
 pub mod netdev;
 pub mod offcpu;
 pub mod quickpath;

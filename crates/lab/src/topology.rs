@@ -422,29 +422,9 @@ impl Lab {
 
         // The two veth pairs, made inside the router namespace with their peers placed
         // straight into the side namespaces.
-        let q = spec.queues.to_string();
-        let port_mac = |s| port_mac(spec.forwarder, s);
-        let mut lines = Vec::new();
         for (s, ns) in [(Side::A, &side_a), (Side::B, &side_b)] {
-            lines.push(format!(
-                "link add {} address {} numrxqueues {q} numtxqueues {q} type veth \
-                 peer name {} address {} numrxqueues {q} numtxqueues {q} netns {}",
-                s.port(),
-                port_mac(s),
-                s.side_ifname(),
-                addressing::side_mac(s),
-                ns.name()
-            ));
+            side_link(spec, &router, s, ns)?;
         }
-        router.ip_batch(&lines)?;
-        for s in Side::BOTH {
-            disable_offloads(&router, s.port())?;
-        }
-        disable_offloads(&side_a, Side::A.side_ifname())?;
-        disable_offloads(&side_b, Side::B.side_ifname())?;
-        router.ip_batch(&["link set p0 up".into(), "link set p1 up".into()])?;
-        side_a.ip_batch(&["link set a0 up".into()])?;
-        side_b.ip_batch(&["link set b0 up".into()])?;
 
         let mut vrs = par_map(spec.vrs, |i| {
             Ok(VrLab {
@@ -455,28 +435,9 @@ impl Lab {
                 kernel_ns: None,
             })
         })?;
-        // Each host's eth0 is made straight inside its namespace (`netns` on `link add`):
-        // moving 128 interfaces afterwards would cost ~16 ms each in RCU grace periods.
         for (s, side_ns) in [(Side::A, &side_a), (Side::B, &side_b)] {
-            let lines: Vec<String> = vrs
-                .iter()
-                .map(|vr| {
-                    let h = vr.side(s);
-                    format!(
-                        "link add link {} name {} address {} netns {} type macvlan mode private",
-                        s.side_ifname(),
-                        h.host_ifname,
-                        h.host_mac,
-                        h.host.name()
-                    )
-                })
-                .collect();
-            side_ns.ip_batch(&lines)?;
+            host_links(&vrs, s, side_ns)?;
         }
-        par_map(spec.vrs, |i| {
-            configure_host(&vrs[i as usize].a)?;
-            configure_host(&vrs[i as usize].b)
-        })?;
         match spec.forwarder {
             Forwarder::Vrhost => {}
             Forwarder::Kernel => kernel::per_vr_namespaces(spec, &router, &mut vrs)?,
@@ -490,6 +451,15 @@ impl Lab {
             side_b,
             vrs,
         })
+    }
+
+    /// Plug side `s` in again after its router port was deleted (a test of a vanished
+    /// interface coming back): the veth pair, its offloads, and every VR host's interface on
+    /// it, addressed and routed, as [`Lab::up`] made them. The router port gets a new
+    /// ifindex; the hosts' namespaces are the same.
+    pub fn replug(&self, s: Side) -> Result<(), LabError> {
+        side_link(&self.spec, &self.router, s, self.side(s))?;
+        host_links(&self.vrs, s, self.side(s))
     }
 
     /// Find the lab named `prefix` that someone (maybe another process) built, and describe
@@ -782,6 +752,50 @@ fn describe_side(spec: &LabSpec, vr: u32, s: Side) -> VrSide {
 
 /// Create the host namespace of VR `vr` on side `s` (its `eth0` comes later) with a quiet
 /// IPv6 configuration for devices that will move in.
+/// Side `s`'s veth pair: the router's port in `router`, its peer in `side_ns`, both with
+/// the spec's queues and the plan's MACs, offloads off, up.
+fn side_link(spec: &LabSpec, router: &Netns, s: Side, side_ns: &Netns) -> Result<(), LabError> {
+    let q = spec.queues.to_string();
+    router.ip_batch(&[format!(
+        "link add {} address {} numrxqueues {q} numtxqueues {q} type veth \
+         peer name {} address {} numrxqueues {q} numtxqueues {q} netns {}",
+        s.port(),
+        port_mac(spec.forwarder, s),
+        s.side_ifname(),
+        addressing::side_mac(s),
+        side_ns.name()
+    )])?;
+    disable_offloads(router, s.port())?;
+    disable_offloads(side_ns, s.side_ifname())?;
+    router.ip_batch(&[format!("link set {} up", s.port())])?;
+    side_ns.ip_batch(&[format!("link set {} up", s.side_ifname())])?;
+    Ok(())
+}
+
+/// Every VR host's interface on side `s`: a private macvlan on the side's veth end, made
+/// straight inside the host's namespace (`netns` on `link add`: moving 128 interfaces
+/// afterwards would cost ~16 ms each in RCU grace periods), then addressed and routed.
+fn host_links(vrs: &[VrLab], s: Side, side_ns: &Netns) -> Result<(), LabError> {
+    let lines: Vec<String> = vrs
+        .iter()
+        .map(|vr| {
+            let h = vr.side(s);
+            format!(
+                "link add link {} name {} address {} netns {} type macvlan mode private",
+                s.side_ifname(),
+                h.host_ifname,
+                h.host_mac,
+                h.host.name()
+            )
+        })
+        .collect();
+    side_ns.ip_batch(&lines)?;
+    par_map(vrs.len() as u32, |i| {
+        configure_host(vrs[i as usize].side(s))
+    })?;
+    Ok(())
+}
+
 fn new_host(spec: &LabSpec, vr: u32, s: Side) -> Result<VrSide, LabError> {
     let host = Netns::create(&spec.ns_name(&format!("{}{vr}", s.letter())))?;
     host.sysctls(&[
