@@ -105,7 +105,8 @@ pub(crate) struct InprocDut {
     /// The last trial's frames sent per VR (refused by the DUT's rx ring included).
     last_sent: Vec<u64>,
     /// How long the host kept the DUT worker off its core during the last trial (run-queue
-    /// wait plus steal, [`OffCpu`]); `None` where the kernel does not say.
+    /// wait, steal, and the core's interrupts and softirqs: [`OffCpu`]); `None` where the
+    /// kernel does not say.
     pub(crate) last_held_off: Option<Duration>,
     /// Attempts the last `run` took (1 to 3).
     pub(crate) last_attempts: usize,
@@ -542,7 +543,8 @@ fn run_worker(mut w: Worker, core: usize, cmd: Receiver<Cmd>, done: Sender<Optio
         realtime(true);
         let before = OffCpu::now(core);
         w.run(&stop);
-        let held_off = OffCpu::now(core).since(&before);
+        // Its ports are memory: the core's interrupts and softirqs are someone else's.
+        let held_off = OffCpu::now(core).since_with_interrupts(&before);
         realtime(false);
         if done.send(held_off).is_err() {
             break;

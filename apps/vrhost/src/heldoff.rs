@@ -49,7 +49,8 @@ impl HeldOff {
     /// more since the last look (and none was given in the last [`WARN_EVERY`]).
     pub(crate) fn look(&mut self) -> Option<String> {
         let now = OffCpu::of_thread(self.tid, self.core);
-        let (wait, steal) = now.parts_since(&self.last);
+        let p = now.parts_since(&self.last);
+        let (wait, steal) = (p.run_queue, p.steal);
         let span = self.last_at.elapsed();
         self.last = now;
         self.last_at = Instant::now();
@@ -77,7 +78,8 @@ impl HeldOff {
     /// (`null` where the kernel does not say).
     pub(crate) fn status(&self) -> Value {
         let now = OffCpu::of_thread(self.tid, self.core);
-        let (wait, steal) = now.parts_since(&self.start);
+        let p = now.parts_since(&self.start);
+        let (wait, steal) = (p.run_queue, p.steal);
         json!({
             "held_off_ms": now.since(&self.start).map(|d| d.as_secs_f64() * 1e3),
             "run_queue_wait_ms": wait.map(|d| d.as_secs_f64() * 1e3),

@@ -12,6 +12,14 @@
 //!   thread's own accounting, counted per CPU in `/proc/stat` (8th value, in `USER_HZ`
 //!   ticks, so 10 ms grains).
 //!
+//! A third, read alongside: **interrupts and softirqs** on the CPU (`/proc/stat`'s 6th and
+//! 7th values). They run on top of whatever thread is there, so they count as its running
+//! time, not as waiting. For a thread whose own work raises none (the in-process DUT, whose
+//! ports are memory) they are someone else's: another namespace's veth traffic processed on
+//! that CPU held the DUT's worker for 62 ms of a CI trial without any run-queue wait. For a
+//! daemon worker they are mostly its own ports' kernel work, so [`OffCpu::since`] leaves
+//! them out and [`OffCpu::since_with_interrupts`] adds them.
+//!
 //! A benchmark reads [`OffCpu::now`] before and after a trial and [`OffCpu::since`] tells
 //! how long its thread was held off: enough to say whether a ring overflow at a low load was
 //! the host's, and to run such a trial again.
@@ -25,6 +33,20 @@ pub struct OffCpu {
     pub run_delay_ns: Option<u64>,
     /// Time the hypervisor gave the CPU to another guest (ns), `None` if unknown.
     pub steal_ns: Option<u64>,
+    /// Time the CPU spent in interrupts and softirqs (ns), `None` if unknown.
+    pub interrupts_ns: Option<u64>,
+}
+
+/// What [`OffCpu::parts_since`] returns: each counter's growth, `None` where either reading
+/// lacks it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Parts {
+    /// Runnable but waiting behind other tasks.
+    pub run_queue: Option<Duration>,
+    /// Taken by the hypervisor.
+    pub steal: Option<Duration>,
+    /// The CPU's interrupts and softirqs.
+    pub interrupts: Option<Duration>,
 }
 
 impl OffCpu {
@@ -46,38 +68,57 @@ impl OffCpu {
             .and_then(|s| run_delay(&s));
         // SAFETY: sysconf takes a constant and returns a value; no pointers.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        let steal_ns = std::fs::read_to_string("/proc/stat")
+        let ns_per_tick = u64::try_from(hz)
             .ok()
-            .and_then(|s| steal_ticks(&s, cpu))
-            .and_then(|t| {
-                let hz = u64::try_from(hz).ok().filter(|h| *h > 0)?;
-                Some(t.saturating_mul(1_000_000_000 / hz))
-            });
+            .filter(|h| *h > 0)
+            .map(|h| 1_000_000_000 / h);
+        let stat = std::fs::read_to_string("/proc/stat").ok();
+        let field = |n: usize| {
+            let t = cpu_field(stat.as_deref()?, cpu, n)?;
+            Some(t.saturating_mul(ns_per_tick?))
+        };
         OffCpu {
             run_delay_ns,
-            steal_ns,
+            steal_ns: field(STEAL),
+            interrupts_ns: field(IRQ).zip(field(SOFTIRQ)).map(|(a, b)| a + b),
         }
     }
 
-    /// The growth of each counter since `earlier` (`None` where either reading lacks it):
-    /// (run-queue wait, steal).
-    pub fn parts_since(&self, earlier: &OffCpu) -> (Option<Duration>, Option<Duration>) {
+    /// The growth of each counter since `earlier`.
+    pub fn parts_since(&self, earlier: &OffCpu) -> Parts {
         let d = |a: Option<u64>, b: Option<u64>| Some(Duration::from_nanos(a?.saturating_sub(b?)));
-        (
-            d(self.run_delay_ns, earlier.run_delay_ns),
-            d(self.steal_ns, earlier.steal_ns),
-        )
+        Parts {
+            run_queue: d(self.run_delay_ns, earlier.run_delay_ns),
+            steal: d(self.steal_ns, earlier.steal_ns),
+            interrupts: d(self.interrupts_ns, earlier.interrupts_ns),
+        }
     }
 
-    /// The time held off between `earlier` and this reading: the growth of each counter
-    /// both readings have, summed. `None` if neither counter was readable both times.
+    /// The time held off between `earlier` and this reading: run-queue wait and steal,
+    /// whichever both readings have, summed. `None` if neither was readable both times.
     pub fn since(&self, earlier: &OffCpu) -> Option<Duration> {
-        match self.parts_since(earlier) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or_default() + b.unwrap_or_default()),
-        }
+        let p = self.parts_since(earlier);
+        sum(&[p.run_queue, p.steal])
+    }
+
+    /// [`OffCpu::since`] plus the CPU's interrupts and softirqs: for a thread that raises
+    /// none itself.
+    pub fn since_with_interrupts(&self, earlier: &OffCpu) -> Option<Duration> {
+        let p = self.parts_since(earlier);
+        sum(&[p.run_queue, p.steal, p.interrupts])
     }
 }
+
+/// The sum of the durations known, `None` if none is.
+fn sum(parts: &[Option<Duration>]) -> Option<Duration> {
+    parts.iter().flatten().copied().reduce(|a, b| a + b)
+}
+
+/// `/proc/stat`'s per-CPU fields (after the name): user nice system idle iowait irq softirq
+/// steal …
+const IRQ: usize = 6;
+const SOFTIRQ: usize = 7;
+const STEAL: usize = 8;
 
 /// The calling thread's id (what [`OffCpu::of_thread`] takes).
 pub fn thread_id() -> libc::pid_t {
@@ -90,14 +131,13 @@ fn run_delay(schedstat: &str) -> Option<u64> {
     schedstat.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// CPU `cpu`'s steal ticks from `/proc/stat` ("cpuN user nice system idle iowait irq
-/// softirq steal …").
-fn steal_ticks(stat: &str, cpu: usize) -> Option<u64> {
+/// Field `n` (1 = user, see [`IRQ`]) of CPU `cpu`'s line in `/proc/stat`, in ticks.
+fn cpu_field(stat: &str, cpu: usize, n: usize) -> Option<u64> {
     let name = format!("cpu{cpu}");
     let line = stat
         .lines()
         .find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
-    line.split_whitespace().nth(8)?.parse().ok()
+    line.split_whitespace().nth(n)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -114,19 +154,24 @@ mod tests {
                     cpu0 2102384 31836 297005 2369616 27121 0 170627 12945 0 0\n\
                     cpu1 2203488 32395 423032 2069130 78315 0 188228 12035 0 0\n\
                     intr 1 2 3\n";
-        assert_eq!(steal_ticks(stat, 0), Some(12_945));
-        assert_eq!(steal_ticks(stat, 1), Some(12_035));
-        assert_eq!(steal_ticks(stat, 2), None);
+        assert_eq!(cpu_field(stat, 0, STEAL), Some(12_945));
+        assert_eq!(cpu_field(stat, 1, STEAL), Some(12_035));
+        assert_eq!(cpu_field(stat, 1, IRQ), Some(0));
+        assert_eq!(cpu_field(stat, 1, SOFTIRQ), Some(188_228));
+        assert_eq!(cpu_field(stat, 2, STEAL), None);
         let a = OffCpu {
             run_delay_ns: Some(10),
             steal_ns: Some(1_000),
+            interrupts_ns: Some(100),
         };
         let b = OffCpu {
             run_delay_ns: Some(25),
             steal_ns: None,
+            interrupts_ns: Some(140),
         };
-        // Only what both readings have counts.
+        // Only what both readings have counts; interrupts only when asked for.
         assert_eq!(b.since(&a), Some(Duration::from_nanos(15)));
+        assert_eq!(b.since_with_interrupts(&a), Some(Duration::from_nanos(55)));
         assert_eq!(OffCpu::default().since(&a), None);
     }
 
@@ -175,7 +220,9 @@ mod tests {
         let tid = tid_rx.recv().unwrap();
         let outside_before = OffCpu::of_thread(tid, cpu);
         std::thread::sleep(Duration::from_millis(250));
-        let outside = OffCpu::of_thread(tid, cpu).parts_since(&outside_before).0;
+        let outside = OffCpu::of_thread(tid, cpu)
+            .parts_since(&outside_before)
+            .run_queue;
         let waited = spinner.join().unwrap();
         stop.store(true, Ordering::Relaxed);
         hog.join().unwrap();
