@@ -18,7 +18,7 @@
 //! namespaces deleted. A crash gets the same from the kernel: the XDP program is held by a
 //! link fd and the taps are not persistent, so a restart finds the interfaces free.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,9 +83,9 @@ struct Daemon {
     ifindexes: Vec<u32>,
     /// Ports whose interface has disappeared (until it is back, up and reattached).
     gone: HashSet<usize>,
-    /// Of those, the ones whose interface came back but could not be reattached (said once;
-    /// the port stays down until vrhost is restarted).
-    back: HashSet<usize>,
+    /// Of those, the ones whose interface came back but could not be reattached, with that
+    /// interface's index: said once, and tried again only on another interface of the name.
+    failed: HashMap<usize, u32>,
     /// TSC ticks per second (watchdog budgets are set in microseconds).
     tsc_hz: f64,
     /// VRs known to be quarantined (logged once).
@@ -297,7 +297,7 @@ impl Daemon {
             quickpath,
             ifindexes,
             gone: HashSet::new(),
-            back: HashSet::new(),
+            failed: HashMap::new(),
             tsc_hz,
             quarantined: HashSet::new(),
             scaler,
@@ -487,13 +487,13 @@ impl Daemon {
             .map(|v| v.config.name.as_str())
             .collect();
         if !down.is_empty() {
-            let back = vifs
+            let failed = vifs
                 .iter()
-                .any(|v| self.back.contains(&usize::from(v.config.port)));
+                .any(|v| self.failed.contains_key(&usize::from(v.config.port)));
             return format!(
                 "down ({} lost its port{})",
                 down.join(", "),
-                if back {
+                if failed {
                     "; its interface is back but could not be reattached: restart vrhost"
                 } else {
                     ""
@@ -749,7 +749,7 @@ impl Daemon {
                     "interface": spec.interface.get_ref(),
                     "backend": p.describe(),
                     "up": !self.gone.contains(&i),
-                    "interface_back": self.back.contains(&i),
+                    "reattach_failed": self.failed.contains_key(&i),
                     "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
                     "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
                     "tx_full": s.tx_full, "rx_dropped": s.rx_dropped,
@@ -862,12 +862,13 @@ impl Daemon {
             }
             if present
                 && self.gone.contains(&i)
-                && !self.back.contains(&i)
+                && self.failed.get(&i) != Some(&now)
                 && vrhost_io::link::is_up(&iface)
             {
                 match self.reattach(i) {
                     Ok(how) => {
                         self.gone.remove(&i);
+                        self.failed.remove(&i);
                         self.ifindexes[i] = now;
                         info!(
                             "interface {iface} of port {} is back: port reattached ({how}); \
@@ -876,7 +877,7 @@ impl Daemon {
                         );
                     }
                     Err(e) => {
-                        self.back.insert(i);
+                        self.failed.insert(i, now);
                         warn!(
                             "interface {iface} of port {} is back, but reattaching the port \
                              failed: {e:#}; its VRs stay down until vrhost is restarted",
@@ -885,7 +886,7 @@ impl Daemon {
                     }
                 }
             } else if !present {
-                self.back.remove(&i);
+                self.failed.remove(&i);
             }
             let spec = &self.cfg.ports[i];
             if !present && self.gone.insert(i) {

@@ -50,11 +50,10 @@ impl HeldOff {
     pub(crate) fn look(&mut self) -> Option<String> {
         let now = OffCpu::of_thread(self.tid, self.core);
         let p = now.parts_since(&self.last);
-        let (wait, steal) = (p.run_queue, p.steal);
+        let total = now.since(&self.last).unwrap_or_default();
         let span = self.last_at.elapsed();
         self.last = now;
         self.last_at = Instant::now();
-        let total = wait.unwrap_or_default() + steal.unwrap_or_default();
         if total < WARN_AT || self.warned.is_some_and(|t| t.elapsed() < WARN_EVERY) {
             return None;
         }
@@ -69,8 +68,8 @@ impl HeldOff {
             self.core,
             total.as_millis(),
             span.as_millis(),
-            ms(wait),
-            ms(steal),
+            ms(p.run_queue),
+            ms(p.steal),
         ))
     }
 
@@ -79,11 +78,11 @@ impl HeldOff {
     pub(crate) fn status(&self) -> Value {
         let now = OffCpu::of_thread(self.tid, self.core);
         let p = now.parts_since(&self.start);
-        let (wait, steal) = (p.run_queue, p.steal);
+        let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
         json!({
-            "held_off_ms": now.since(&self.start).map(|d| d.as_secs_f64() * 1e3),
-            "run_queue_wait_ms": wait.map(|d| d.as_secs_f64() * 1e3),
-            "steal_ms": steal.map(|d| d.as_secs_f64() * 1e3),
+            "held_off_ms": ms(now.since(&self.start)),
+            "run_queue_wait_ms": ms(p.run_queue),
+            "steal_ms": ms(p.steal),
         })
     }
 }

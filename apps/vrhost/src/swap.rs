@@ -3,8 +3,9 @@
 //!
 //! Why wrappers and not a data-plane call: a worker owns its queues, and receive queues move
 //! between workers (folds, on-demand cores), so only whichever worker holds a queue at the
-//! moment may touch it. Each queue the workers get is a [`Swap`] around the backend's; the daemon keeps a [`Slot`] for each. To reattach, it opens the port again and
-//! leaves each new queue in its slot; the holder takes it in at its next burst (one relaxed
+//! moment may touch it. Each queue the workers get is a [`Swap`] around the backend's; the
+//! daemon keeps a [`Slot`] for each. To reattach, it opens the port again and leaves each
+//! new queue in its slot; the holder takes it in at its next burst (one relaxed
 //! load per burst when nothing is waiting) and drops the old one there, which closes the
 //! old socket and gives its slots back to the pool. Nothing in the data plane changes.
 
@@ -15,6 +16,9 @@ use vrhost_dataplane::port::{Fence, RxQueue, TxQueue};
 use vrhost_dataplane::{PktVec, Pool};
 
 /// Where the daemon leaves a replacement queue for whoever holds the wrapper.
+///
+/// `waiting` is only a hint for the holder's fast path; it is written only with `next`'s
+/// lock held, so it never says "empty" while a queue waits.
 pub(crate) struct Slot<Q: ?Sized> {
     waiting: AtomicBool,
     next: Mutex<Option<Box<Q>>>,
@@ -31,14 +35,15 @@ impl<Q: ?Sized> Slot<Q> {
     /// Leave `q` to replace the wrapped queue at its holder's next burst (a queue left
     /// before and not yet taken is dropped).
     pub(crate) fn put(&self, q: Box<Q>) {
-        *self.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(q);
-        self.waiting.store(true, Ordering::Release);
+        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        *next = Some(q);
+        self.waiting.store(true, Ordering::Relaxed);
     }
 
     /// Whether a queue left here was taken in.
     #[cfg(test)]
     pub(crate) fn taken(&self) -> bool {
-        !self.waiting.load(Ordering::Acquire)
+        !self.waiting.load(Ordering::Relaxed)
     }
 
     /// The queue waiting here, if any (the holder's side).
@@ -52,9 +57,9 @@ impl<Q: ?Sized> Slot<Q> {
 
     #[cold]
     fn take_slow(&self) -> Option<Box<Q>> {
-        let q = self.next.lock().unwrap_or_else(|e| e.into_inner()).take();
-        self.waiting.store(false, Ordering::Release);
-        q
+        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        self.waiting.store(false, Ordering::Relaxed);
+        next.take()
     }
 }
 

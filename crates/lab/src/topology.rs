@@ -456,7 +456,8 @@ impl Lab {
     /// Plug side `s` in again after its router port was deleted (a test of a vanished
     /// interface coming back): the veth pair, its offloads, and every VR host's interface on
     /// it, addressed and routed, as [`Lab::up`] made them. The router port gets a new
-    /// ifindex; the hosts' namespaces are the same.
+    /// ifindex; the hosts' namespaces are the same. For labs whose router is vrhost: what a
+    /// kernel forwarder built on the router port (its VR namespaces' links) is not rebuilt.
     pub fn replug(&self, s: Side) -> Result<(), LabError> {
         side_link(&self.spec, &self.router, s, self.side(s))?;
         host_links(&self.vrs, s, self.side(s))
@@ -750,8 +751,6 @@ fn describe_side(spec: &LabSpec, vr: u32, s: Side) -> VrSide {
     }
 }
 
-/// Create the host namespace of VR `vr` on side `s` (its `eth0` comes later) with a quiet
-/// IPv6 configuration for devices that will move in.
 /// Side `s`'s veth pair: the router's port in `router`, its peer in `side_ns`, both with
 /// the spec's queues and the plan's MACs, offloads off, up.
 fn side_link(spec: &LabSpec, router: &Netns, s: Side, side_ns: &Netns) -> Result<(), LabError> {
@@ -796,6 +795,8 @@ fn host_links(vrs: &[VrLab], s: Side, side_ns: &Netns) -> Result<(), LabError> {
     Ok(())
 }
 
+/// Create the host namespace of VR `vr` on side `s` (its `eth0` comes later) with a quiet
+/// IPv6 configuration for devices that will move in.
 fn new_host(spec: &LabSpec, vr: u32, s: Side) -> Result<VrSide, LabError> {
     let host = Netns::create(&spec.ns_name(&format!("{}{vr}", s.letter())))?;
     host.sysctls(&[
