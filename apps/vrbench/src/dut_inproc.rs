@@ -621,8 +621,8 @@ mod tests {
             );
             // Far below the DUT's capacity everything arrives, but for what arrived while
             // the host kept the DUT's worker off its core (`run` tries three times for an
-            // attempt without that) and a 1 % margin for shorter stalls: interrupts, and
-            // waits too short to count as the host's.
+            // attempt without that) and a 1 % margin for stalls shorter than the counters'
+            // grain (steal and interrupts are counted in 10 ms ticks).
             let held = dut.last_held_off.unwrap_or_default().as_secs_f64();
             eprintln!("  the DUT's worker was held off for {:.3} ms", held * 1e3);
             let delivered = |received: u64, sent: u64, rate: f64| {

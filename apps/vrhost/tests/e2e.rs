@@ -382,8 +382,8 @@ fn a_vanished_interface_marks_its_vrs_down_and_is_reattached_when_back_afpacket(
     vanished_and_back("afpacket");
 }
 
-/// The same through AF_XDP: the new device's sockets join the pool's UMEM while the old
-/// device's are closing, and its XDP program is attached anew.
+/// The same through AF_XDP: sockets on the new device share the pool's UMEM with the
+/// other port's, and its XDP program is attached anew.
 #[test]
 fn a_vanished_interface_marks_its_vrs_down_and_is_reattached_when_back_afxdp() {
     vanished_and_back("afxdp");

@@ -13,12 +13,13 @@
 //!   ticks, so 10 ms grains).
 //!
 //! A third, read alongside: **interrupts and softirqs** on the CPU (`/proc/stat`'s 6th and
-//! 7th values). They run on top of whatever thread is there, so they count as its running
-//! time, not as waiting. For a thread whose own work raises none (the in-process DUT, whose
-//! ports are memory) they are someone else's: another namespace's veth traffic processed on
-//! that CPU held the DUT's worker for 62 ms of a CI trial without any run-queue wait. For a
-//! daemon worker they are mostly its own ports' kernel work, so [`OffCpu::since`] leaves
-//! them out and [`OffCpu::since_with_interrupts`] adds them.
+//! 7th values, also 10 ms grains). They run on top of whatever thread is there, so they
+//! count as its running time, not as waiting. For a thread whose own work raises none (the
+//! in-process DUT, whose ports are memory) they are someone else's: a local CI run, made
+//! while other tests' veth traffic ran on the same cores, lost 62 ms worth of frames at the
+//! DUT with 0.024 ms of run-queue wait (that run did not read these counters; this is the
+//! likely cause). For a daemon worker they are mostly its own ports' kernel work, so
+//! [`OffCpu::since`] leaves them out and [`OffCpu::since_with_interrupts`] adds them.
 //!
 //! A benchmark reads [`OffCpu::now`] before and after a trial and [`OffCpu::since`] tells
 //! how long its thread was held off: enough to say whether a ring overflow at a low load was
@@ -26,7 +27,8 @@
 
 use std::time::Duration;
 
-/// One reading of the calling thread's wait and its CPU's steal (cumulative counters).
+/// One reading of a thread's run-queue wait and its CPU's steal and interrupt time
+/// (cumulative counters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OffCpu {
     /// Time runnable but waiting for the CPU (ns), `None` if the kernel does not say.
@@ -50,7 +52,7 @@ pub struct Parts {
 }
 
 impl OffCpu {
-    /// Read both counters now, for the calling thread and CPU `cpu` (the one it is pinned
+    /// Read the counters now, for the calling thread and CPU `cpu` (the one it is pinned
     /// to). A counter the kernel does not offer reads `None`; nothing fails.
     pub fn now(cpu: usize) -> OffCpu {
         OffCpu::read("/proc/thread-self/schedstat", cpu)
