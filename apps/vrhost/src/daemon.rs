@@ -494,7 +494,7 @@ impl Daemon {
                 "down ({} lost its port{})",
                 down.join(", "),
                 if failed {
-                    "; its interface is back but could not be reattached: restart vrhost"
+                    "; its interface is back but could not be reattached: make it anew or restart vrhost"
                 } else {
                     ""
                 }
@@ -880,7 +880,8 @@ impl Daemon {
                         self.failed.insert(i, now);
                         warn!(
                             "interface {iface} of port {} is back, but reattaching the port \
-                             failed: {e:#}; its VRs stay down until vrhost is restarted",
+                             failed: {e:#}; its VRs stay down until the interface is made anew (a new \
+                             ifindex) or vrhost is restarted",
                             self.cfg.ports[i].name.get_ref()
                         );
                     }

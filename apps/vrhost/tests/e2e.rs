@@ -421,6 +421,79 @@ fn vanished_and_back(backend: &str) {
     assert!(iperf(&lab, 0, 1) > 1_000_000, "TCP through the new p1");
 }
 
+/// An interface of the port's name comes back but cannot take the port (a veth with one
+/// queue, where two workers need AF_XDP sockets on two): the daemon says so in its log,
+/// the VR's state and the port's status, keeps forwarding what it can, and tries again when
+/// an interface of that name is made anew, which then works.
+#[test]
+fn an_interface_back_that_cannot_take_the_port_is_said_and_tried_again_on_the_next() {
+    if !require_root("vrhost end-to-end test") {
+        return;
+    }
+    let lab = Lab::up(&LabSpec::unique("e2e").vrs(1).queues(2)).unwrap();
+    let text = config(&lab, "afxdp", &[0]).replace("cores = [0]", "cores = [0, 1]");
+    let d = Daemon::start(&lab, &text);
+    let gw = lab.vr(0).a.addrs.gw4.to_string();
+    let b = lab.vr(0).b.addrs.host4.to_string();
+    assert_eq!(ping(&lab, 0, &b, 3, "0.05"), (3, 3), "before");
+    let state = || d.vr("vr0")["state"].as_str().unwrap_or("").to_string();
+    let port1 = || {
+        d.status()["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["interface"] == "p1")
+            .cloned()
+            .unwrap()
+    };
+    let r = lab.router();
+    r.ip(&["link", "del", "dev", "p1"]).unwrap();
+    wait_explained("vr0 down", 5, || state().starts_with("down"), state);
+    r.ip(&[
+        "link",
+        "add",
+        "p1",
+        "numrxqueues",
+        "1",
+        "numtxqueues",
+        "1",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "p1x",
+    ])
+    .unwrap();
+    r.ip(&["link", "set", "p1x", "up"]).unwrap();
+    r.ip(&["link", "set", "p1", "up"]).unwrap();
+    wait_explained(
+        "the failed reattachment said",
+        10,
+        || state().contains("could not be reattached"),
+        state,
+    );
+    assert_eq!(port1()["reattach_failed"], true, "{}", port1());
+    assert_eq!(port1()["up"], false);
+    let log = d.log_text();
+    assert!(log.contains("reattaching the port failed"), "{log}");
+    // Said once: the daemon looks every second and does not try the same device again.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        d.log_text().matches("reattaching the port failed").count(),
+        1,
+        "{}",
+        d.log_text()
+    );
+    assert_eq!(ping(&lab, 0, &gw, 3, "0.05"), (3, 3), "p0 still answers");
+    // The interface made anew (a new ifindex): tried again, and it works.
+    r.ip(&["link", "del", "dev", "p1"]).unwrap();
+    lab.replug(Side::B).unwrap();
+    wait_explained("vr0 up again", 10, || state() == "up", state);
+    assert_eq!(port1()["reattach_failed"], false, "{}", port1());
+    assert!(d.log_text().contains("port reattached"), "{}", d.log_text());
+    assert_eq!(ping(&lab, 0, &b, 5, "0.05"), (5, 5), "through the new p1");
+}
+
 #[test]
 fn a_bad_config_is_refused_before_anything_is_touched() {
     let Some(lab) = lab(1, false) else { return };
