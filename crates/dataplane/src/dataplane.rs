@@ -195,10 +195,10 @@ pub(crate) struct Shared {
     watchdog_strikes: AtomicU32,
     /// Receive coalescing: how long a worker naps after a light poll, in ns (0 = off).
     rx_coalesce_ns: AtomicU64,
-    /// Bumped after any VR's quarantine flag changes: workers re-read the flags then, and
-    /// demux consults a copy in its own per-VR state instead of each VR's shared flag
-    /// (a cache line per VR per burst with many VRs).
-    pub(crate) quarantine_gen: AtomicU64,
+    /// Bumped after any VR's quarantine flag or policer changes: workers re-read them then,
+    /// and demux consults copies in its own per-VR state instead of each VR's shared state
+    /// (a cache line per VR per burst with many VRs; the policer's two meters, two more).
+    pub(crate) flags_gen: AtomicU64,
     /// Per worker: bumped after a frame is queued for injection into one of its VRs, so a
     /// worker looks at its VRs' inject queues only when there may be something in them
     /// (two cache lines per VR per poll otherwise).
@@ -344,7 +344,7 @@ impl Dataplane {
             test_now: AtomicU64::new(0),
             fairness: AtomicU8::new(0),
             rx_coalesce_ns: AtomicU64::new(0),
-            quarantine_gen: AtomicU64::new(0),
+            flags_gen: AtomicU64::new(0),
             inject_bell: (0..config.workers)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
@@ -634,6 +634,7 @@ impl Dataplane {
         check_policer(&format!("virtual router {name:?}"), pps, bps)?;
         s.vr.policer.set(pps, bps);
         s.vr.bump_fast();
+        self.0.flags_gen.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
@@ -738,7 +739,7 @@ impl Dataplane {
         let s = self.find(name).ok_or_else(|| DpError::NoVr(name.into()))?;
         let was = s.vr.quarantined.swap(false, Ordering::Relaxed);
         s.vr.bump_fast();
-        self.0.quarantine_gen.fetch_add(1, Ordering::Release);
+        self.0.flags_gen.fetch_add(1, Ordering::Release);
         Ok(was)
     }
 

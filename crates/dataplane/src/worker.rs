@@ -206,8 +206,10 @@ struct LocalVr {
     /// The current receive burst reached this VR (it is in `Worker::touched`).
     in_burst: bool,
     /// The VR's quarantine flag as of the last change this worker saw (see
-    /// `Shared::quarantine_gen`).
+    /// `Shared::flags_gen`).
     quarantined: bool,
+    /// Its policer is on (`Policer::active`), as of the last change this worker saw.
+    policed: bool,
     /// Bytes staged in its ingress ring in the current burst.
     burst_bytes: u64,
     /// Packets of the current burst dropped for a full ring, and for quarantine.
@@ -364,7 +366,7 @@ pub struct Worker {
     cost_model: Option<CostModel>,
     /// The forwarding nodes' arrays, reused by every vector.
     scratch: Box<Scratch>,
-    /// `Shared::quarantine_gen` when the VRs' quarantine flags were last copied.
+    /// `Shared::flags_gen` when the VRs' quarantine flags and policer states were last copied.
     quarantine_seen: u64,
     /// This worker's `Shared::inject_bell` when its VRs' inject queues were last looked at.
     inject_seen: u64,
@@ -489,11 +491,12 @@ impl Worker {
     /// Returns packets handled (received plus forwarded).
     pub fn poll(&mut self) -> usize {
         self.refresh();
-        let qg = self.sh.quarantine_gen.load(Ordering::Acquire);
+        let qg = self.sh.flags_gen.load(Ordering::Acquire);
         if qg != self.quarantine_seen {
             self.quarantine_seen = qg;
             for l in self.vrs.iter_mut().flatten() {
                 l.quarantined = l.snap.vr.quarantined.load(Ordering::Relaxed);
+                l.policed = l.snap.vr.policer.active();
             }
         }
         let bell = self.sh.inject_bell[self.id].load(Ordering::Acquire);
@@ -675,6 +678,7 @@ impl Worker {
                     burst: 0,
                     in_burst: false,
                     quarantined: s.vr.quarantined.load(Ordering::Relaxed),
+                    policed: s.vr.policer.active(),
                     burst_bytes: 0,
                     burst_full: 0,
                     burst_quar: 0,
@@ -1041,7 +1045,7 @@ impl Worker {
             return 0;
         };
         let mut policed = 0;
-        if prod.staged() > 0 && vr.policer.active() {
+        if prod.staged() > 0 && l.policed {
             let refused = vr.policer.police(now, prod.staged(), |i| {
                 usize::from(pool.meta(prod.staged_at(i)).len)
             });
@@ -1354,7 +1358,7 @@ impl Worker {
                 c.watchdog_offences.add(1);
                 snap.vr.quarantined.store(true, Ordering::Relaxed);
                 snap.vr.bump_fast();
-                self.sh.quarantine_gen.fetch_add(1, Ordering::Release);
+                self.sh.flags_gen.fetch_add(1, Ordering::Release);
                 o.quarantined = true;
             }
         }

@@ -486,6 +486,32 @@ fn policers_limit_packets_and_bits_at_demux() {
     settle(&mut rig, &mut t);
 }
 
+/// A policer put on a VR that had none, while the workers run: demux keeps a copy of
+/// "this VR is policed" per worker, and the change reaches it before the next burst.
+#[test]
+fn a_policer_set_at_runtime_applies_to_the_next_burst() {
+    let mut rig = rig(2, |_, _| {});
+    rig.dp.set_test_time(Some(1_000_000_000));
+    let mut t = Traffic::new(2);
+    let mut last = vec![None; 2];
+    t.offer(&mut rig, 0, 100);
+    rig.run();
+    t.drain(&mut rig, &mut last);
+    assert_eq!(t.out[0], 100, "no policer yet");
+    // 1,000 packets/s with the clock stopped: a burst of 10 conforms, nothing more.
+    rig.dp.set_policer("vr0", Some(1_000), None).unwrap();
+    t.offer(&mut rig, 0, 200);
+    t.offer(&mut rig, 1, 200);
+    rig.run();
+    t.drain(&mut rig, &mut last);
+    let policed = rig.dp.vr("vr0").unwrap().stats().drop(Drop::VrPoliced);
+    assert_eq!(policed, 190, "vr0 policed from the next burst");
+    assert_eq!(t.out[0], 110);
+    assert_eq!(t.out[1], 200, "vr1 has no policer");
+    rig.dp.set_test_time(None);
+    settle(&mut rig, &mut t);
+}
+
 #[test]
 fn bad_fairness_settings_are_refused_naming_the_vr_and_field() {
     let rig = rig(1, |_, _| {});
