@@ -367,7 +367,7 @@ pub struct Worker {
     /// The forwarding nodes' arrays, reused by every vector.
     scratch: Box<Scratch>,
     /// `Shared::flags_gen` when the VRs' quarantine flags and policer states were last copied.
-    quarantine_seen: u64,
+    flags_seen: u64,
     /// This worker's `Shared::inject_bell` when its VRs' inject queues were last looked at.
     inject_seen: u64,
     /// The fast generation this worker last published for each VR (by id).
@@ -414,7 +414,7 @@ impl Worker {
             rx_last: 0,
             cost_model: None,
             scratch: Scratch::new(),
-            quarantine_seen: 0,
+            flags_seen: 0,
             inject_seen: 0,
             fast_published: Vec::new(),
             fast_scan_ns: 0,
@@ -492,8 +492,8 @@ impl Worker {
     pub fn poll(&mut self) -> usize {
         self.refresh();
         let qg = self.sh.flags_gen.load(Ordering::Acquire);
-        if qg != self.quarantine_seen {
-            self.quarantine_seen = qg;
+        if qg != self.flags_seen {
+            self.flags_seen = qg;
             for l in self.vrs.iter_mut().flatten() {
                 l.quarantined = l.snap.vr.quarantined.load(Ordering::Relaxed);
                 l.policed = l.snap.vr.policer.active();
