@@ -389,17 +389,6 @@ fn a_vanished_interface_marks_its_vrs_down_and_is_reattached_when_back_afxdp() {
     vanished_and_back("afxdp");
 }
 
-/// The status of the daemon's port on interface `iface`.
-fn port_status(d: &Daemon, iface: &str) -> serde_json::Value {
-    d.status()["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["interface"] == iface)
-        .cloned()
-        .unwrap_or_else(|| panic!("no port on {iface}: {}", d.status()))
-}
-
 fn vanished_and_back(backend: &str) {
     let Some(lab) = lab(1, false) else { return };
     let d = Daemon::start(&lab, &config(&lab, backend, &[0]));
@@ -413,7 +402,7 @@ fn vanished_and_back(backend: &str) {
     assert!(d.log_text().contains("disappeared"), "{}", d.log_text());
     // What still has its port keeps working: the gateway on p0 answers.
     assert_eq!(ping(&lab, 0, &gw, 3, "0.05"), (3, 3));
-    let port1 = || port_status(&d, "p1");
+    let port1 = || d.port("p1");
     assert_eq!(port1()["up"], false);
     // The interface made again, up: the port is reattached and the VR forwards again.
     lab.replug(Side::B).unwrap();
@@ -440,7 +429,7 @@ fn an_interface_back_that_cannot_take_the_port_is_said_and_tried_again_on_the_ne
     let b = lab.vr(0).b.addrs.host4.to_string();
     assert_eq!(ping(&lab, 0, &b, 3, "0.05"), (3, 3), "before");
     let state = || d.vr("vr0")["state"].as_str().unwrap_or("").to_string();
-    let port1 = || port_status(&d, "p1");
+    let port1 = || d.port("p1");
     let r = lab.router();
     r.ip(&["link", "del", "dev", "p1"]).unwrap();
     wait_explained("vr0 down", 5, || state().starts_with("down"), state);

@@ -623,7 +623,7 @@ impl Dataplane {
     }
 
     /// Set or clear VR `name`'s ingress policer (packets/s, bits/s; `None` = no limit, 0 is
-    /// refused). Applies from the next receive burst.
+    /// refused). Applies from each worker's next poll.
     pub fn set_policer(
         &self,
         name: &str,

@@ -491,9 +491,9 @@ impl Worker {
     /// Returns packets handled (received plus forwarded).
     pub fn poll(&mut self) -> usize {
         self.refresh();
-        let qg = self.sh.flags_gen.load(Ordering::Acquire);
-        if qg != self.flags_seen {
-            self.flags_seen = qg;
+        let fg = self.sh.flags_gen.load(Ordering::Acquire);
+        if fg != self.flags_seen {
+            self.flags_seen = fg;
             for l in self.vrs.iter_mut().flatten() {
                 l.quarantined = l.snap.vr.quarantined.load(Ordering::Relaxed);
                 l.policed = l.snap.vr.policer.active();
@@ -1283,6 +1283,9 @@ impl Worker {
         }
         let LocalVr { snap, .. } = l;
         // The fast generation is read before the vector's lookups (see `crate::fastpath`).
+        // The policer itself, not demux's copy (`LocalVr::policed`): `set_policer` moves the
+        // fast generation before the copy is refreshed, so a stale copy could offer flows
+        // under the new generation that the fast path would then forward unpoliced.
         let fast = self
             .sh
             .fast

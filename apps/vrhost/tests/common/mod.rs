@@ -174,6 +174,17 @@ impl Daemon {
             .unwrap_or(Value::Null)
     }
 
+    /// The status entry of the port on interface `iface`.
+    pub fn port(&self, iface: &str) -> Value {
+        self.status()["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["interface"] == iface)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
     /// Replace the config file with `text`.
     pub fn rewrite(&self, text: &str) {
         std::fs::write(&self.config, text).unwrap();
