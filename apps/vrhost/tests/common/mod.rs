@@ -165,22 +165,21 @@ impl Daemon {
 
     /// The status entry of VR `name`.
     pub fn vr(&self, name: &str) -> Value {
-        self.status()["vrs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == name)
-            .cloned()
-            .unwrap_or(Value::Null)
+        self.status_entry("vrs", "name", name)
     }
 
     /// The status entry of the port on interface `iface`.
     pub fn port(&self, iface: &str) -> Value {
-        self.status()["ports"]
+        self.status_entry("ports", "interface", iface)
+    }
+
+    /// The entry of `ctl status`'s list `list` whose `field` is `value` (null if none).
+    fn status_entry(&self, list: &str, field: &str, value: &str) -> Value {
+        self.status()[list]
             .as_array()
             .unwrap()
             .iter()
-            .find(|p| p["interface"] == iface)
+            .find(|e| e[field] == value)
             .cloned()
             .unwrap_or(Value::Null)
     }
