@@ -24,7 +24,11 @@
 //! over-allocated by a page and aligned by hand) rather than an aligned allocation, which
 //! the standard allocator would zero with a `memset`: large pools get fresh zeroed pages
 //! from the OS. Every page is then backed at once (`MADV_POPULATE_WRITE`), so that a
-//! slot's first use never takes a page fault on the hot path.
+//! slot's first use never takes a page fault on the hot path. A region of 2 MiB or more
+//! starts on a 2 MiB boundary and is advised as transparent huge pages (`MADV_HUGEPAGE`)
+//! before it is backed: with 100 VRs about 11,500 slots (23 MiB) circulate through the
+//! rings, 5,800 small pages against 12 huge ones, and a frame whose page is not in the TLB
+//! costs a page walk on top of its cache miss.
 //!
 //! # Lending slots to a backend
 //!
@@ -53,6 +57,8 @@ pub const HEADROOM: usize = 128;
 pub const MAX_FRAME: usize = SLOT_SIZE - HEADROOM;
 /// Alignment of the slot region (a page: what an AF_XDP UMEM needs).
 const REGION_ALIGN: usize = 4096;
+/// A transparent huge page (x86-64, arm64 with 4 KiB pages).
+const HUGE_PAGE: usize = 2 << 20;
 
 static NEXT_POOL_ID: AtomicU32 = AtomicU32::new(1);
 
@@ -113,26 +119,37 @@ struct Region {
 
 impl Region {
     fn new(len: usize) -> Region {
-        let bytes = len
-            .checked_mul(SLOT_SIZE)
-            .and_then(|b| b.checked_next_multiple_of(REGION_ALIGN))
-            .and_then(|b| b.checked_add(REGION_ALIGN))
+        let slot_bytes = len.checked_mul(SLOT_SIZE).expect("pool size overflows");
+        // A region of a huge page or more starts on one, so that it can be backed by huge
+        // pages (see the module doc); a smaller one on a page.
+        let align = if slot_bytes >= HUGE_PAGE {
+            HUGE_PAGE
+        } else {
+            REGION_ALIGN
+        };
+        let bytes = slot_bytes
+            .checked_next_multiple_of(align)
+            .and_then(|b| b.checked_add(align))
             .expect("pool size overflows");
-        // Alignment 16 keeps `alloc_zeroed` on `calloc`; the extra page leaves room to align
-        // by hand, and the rounding up makes every page the region touches (and that the
-        // kernel pins when it is registered) part of the allocation.
+        // Alignment 16 keeps `alloc_zeroed` on `calloc`; the extra `align` bytes leave room
+        // to align by hand, and the rounding up makes every page the region touches (and
+        // that the kernel pins when it is registered) part of the allocation.
         let layout = Layout::from_size_align(bytes, 16).expect("pool layout");
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let Some(alloc) = NonNull::new(raw) else {
             std::alloc::handle_alloc_error(layout);
         };
-        let pad = raw.align_offset(REGION_ALIGN);
-        // SAFETY: `pad < REGION_ALIGN`, and the allocation has `REGION_ALIGN` bytes beyond
-        // the region's rounded-up size, so the region stays inside it.
+        let pad = raw.align_offset(align);
+        // SAFETY: `pad < align`, and the allocation has `align` bytes beyond the region's
+        // rounded-up size, so the region stays inside it.
         let start = unsafe { raw.add(pad) };
-        // The rounded-up slots, without the page of room to align.
-        populate(start, bytes - REGION_ALIGN);
+        // The rounded-up slots, without the room to align.
+        let backed = bytes - align;
+        if align == HUGE_PAGE {
+            advise_huge(start, backed);
+        }
+        populate(start, backed);
         Region {
             // SAFETY: inside a non-null allocation; page alignment is above Slot's 64.
             slots: unsafe { NonNull::new_unchecked(start.cast::<Slot>()) },
@@ -149,6 +166,17 @@ impl Region {
         // references permit writes through the cell.
         unsafe { core::slice::from_raw_parts(self.slots.as_ptr(), self.len) }
     }
+}
+
+/// Ask the kernel to back `[start, start + bytes)` (huge-page aligned, whole huge pages)
+/// with transparent huge pages. Why: the slots in circulation span tens of MiB with many
+/// VRs (every ring's waiting packets), and with 4 KiB pages each frame the worker touches
+/// may need a page walk; 2 MiB pages cut the TLB entries needed by 512. Refusal (THP off,
+/// not built in) is harmless: the pages stay 4 KiB.
+fn advise_huge(start: *mut u8, bytes: usize) {
+    // SAFETY: the range lies inside the allocation `Region::new` just made; the advice
+    // changes only how it is backed, never its contents.
+    unsafe { libc::madvise(start.cast(), bytes, libc::MADV_HUGEPAGE) };
 }
 
 /// Back every page of `[start, start + bytes)` now (`start` page-aligned, `bytes` whole
@@ -510,6 +538,45 @@ mod tests {
         assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
         let missing = resident.iter().filter(|r| *r & 1 == 0).count();
         assert_eq!(missing, 0, "{missing} of {pages} pages not backed");
+    }
+
+    /// The `AnonHugePages` of the mapping (in `/proc/self/smaps`) that holds `addr`, in KiB.
+    fn anon_huge_kib(addr: usize) -> Option<u64> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = range.split_once('-')
+                && let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+            {
+                inside = (a..b).contains(&addr);
+            } else if inside && let Some(v) = line.strip_prefix("AnonHugePages:") {
+                return v.trim().trim_end_matches("kB").trim().parse().ok();
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_large_region_starts_on_a_huge_page_and_is_backed_by_them() {
+        // 8 MiB of slots: four huge pages.
+        let pool = Pool::new(4096);
+        let (base, len) = pool.region();
+        assert_eq!(base as usize % HUGE_PAGE, 0, "region at {base:p}");
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        if thp.is_empty() || thp.contains("[never]") {
+            eprintln!("transparent huge pages are off here ({thp:?}): only the alignment checked");
+            return;
+        }
+        let huge = anon_huge_kib(base as usize).expect("the region's mapping in /proc/self/smaps");
+        // The kernel may fall back to small pages when it has no free 2 MiB block; it must
+        // not do so for all of them on a machine that has memory to spare.
+        assert!(
+            huge >= (HUGE_PAGE >> 10) as u64,
+            "{huge} KiB of the {} KiB region on huge pages",
+            len >> 10
+        );
     }
 
     #[test]
