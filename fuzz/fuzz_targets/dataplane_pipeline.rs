@@ -71,8 +71,8 @@ use vrhost_dataplane::flow::Class;
 use vrhost_dataplane::port::mem::{self, MemPeer};
 use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_dataplane::{
-    Dataplane, DataplaneConfig, DemuxKey, Drop, IfAddr, MAX_FRAME, Pool, VifConfig, VrConfig,
-    VrStats, Worker, parse_l2,
+    Dataplane, DataplaneConfig, DemuxKey, Drop, FlowCacheKey, IfAddr, MAX_FRAME, Pool, VifConfig,
+    VrConfig, VrStats, Worker, parse_l2,
 };
 use vrhost_fib::{NextHop, NextHopSet};
 use vrhost_wire::{EthernetAddress, checksum};
@@ -292,8 +292,14 @@ fn build() -> Harness {
     n.set(3, IpAddr::V6(v6("fd00:20::2")), m(0x20));
     n.set(4, IpAddr::V4(v4("10.97.0.1")), m(0x0d));
 
-    // VR "s": host a's side, sharing port 0 (broadcasts fan out to both VRs).
-    let s = dp.add_vr(quiet("s")).unwrap();
+    // VR "s": host a's side, sharing port 0 (broadcasts fan out to both VRs). Its flow
+    // cache is keyed by 5-tuple, so both key paths see every input.
+    let s = dp
+        .add_vr(VrConfig {
+            flow_cache_key: FlowCacheKey::FiveTuple,
+            ..quiet("s")
+        })
+        .unwrap();
     add(
         "s",
         vif(

@@ -104,6 +104,10 @@ pub(crate) struct Args {
     /// Flow-cache entries per VR and worker (0 = off) [default: the data plane's].
     #[arg(long)]
     pub(crate) flow_cache: Option<usize>,
+    /// What the flow cache is keyed by: the destination, or the 5-tuple (which caches
+    /// ECMP-routed flows too).
+    #[arg(long, value_enum, default_value_t = FlowKeyMode::Destination)]
+    pub(crate) flow_key: FlowKeyMode,
     /// Cores for the workers, in worker order, comma-separated [default: as the OS lists
     /// them].
     #[arg(long, value_delimiter = ',')]
@@ -154,6 +158,7 @@ impl Default for Args {
             ingress_ring: 1024,
             nexthops: NexthopMode::Table,
             flow_cache: None,
+            flow_key: FlowKeyMode::Destination,
             cores: Vec::new(),
             queue_per_vr: false,
             realtime: None,
@@ -186,6 +191,27 @@ pub(crate) enum NexthopMode {
     One,
 }
 
+/// What the flow cache is keyed by (`VrConfig::flow_cache_key`).
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub(crate) enum FlowKeyMode {
+    /// The destination address.
+    #[serde(rename = "destination")]
+    Destination,
+    /// Addresses, protocol and ports.
+    #[value(name = "5-tuple")]
+    #[serde(rename = "5-tuple")]
+    FiveTuple,
+}
+
+impl FlowKeyMode {
+    pub(crate) fn key(self) -> vrhost_dataplane::FlowCacheKey {
+        match self {
+            FlowKeyMode::Destination => vrhost_dataplane::FlowCacheKey::Destination,
+            FlowKeyMode::FiveTuple => vrhost_dataplane::FlowCacheKey::FiveTuple,
+        }
+    }
+}
+
 /// One run's settings, resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct Scenario {
@@ -209,6 +235,7 @@ pub(crate) struct Scenario {
     pub(crate) ingress_ring: usize,
     pub(crate) nexthops: NexthopMode,
     pub(crate) flow_cache: Option<usize>,
+    pub(crate) flow_key: FlowKeyMode,
     pub(crate) cores: Vec<usize>,
     /// A generator queue per VR, offers per VR.
     pub(crate) queue_per_vr: bool,
@@ -243,6 +270,7 @@ impl Scenario {
             ingress_ring: a.ingress_ring,
             nexthops: a.nexthops,
             flow_cache: a.flow_cache,
+            flow_key: a.flow_key,
             cores: a.cores.clone(),
             queue_per_vr: a.queue_per_vr,
             realtime: a.realtime,
@@ -280,6 +308,9 @@ impl Scenario {
         }
         if let Some(n) = self.flow_cache {
             f += &format!(" --flow-cache {n}");
+        }
+        if self.flow_key == FlowKeyMode::FiveTuple {
+            f += " --flow-key 5-tuple";
         }
         if let Some(n) = self.pool_slots {
             f += &format!(" --pool-slots {n}");

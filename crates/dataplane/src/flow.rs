@@ -120,6 +120,18 @@ pub fn hash_v4(l3: &[u8]) -> u32 {
     if l3.len() < 20 {
         return 0;
     }
+    hash_tuple_v4(tuple_v4(l3))
+}
+
+/// The fields [`hash_v4`] covers, as one number: both addresses in the high 64 bits,
+/// protocol and ports in the low (byte order as in the header; 0 if `l3` is shorter than an
+/// IPv4 header). The flow cache's 5-tuple key: two packets with the same tuple take the
+/// same ECMP member, so a cached decision holds for the whole flow.
+#[inline]
+pub fn tuple_v4(l3: &[u8]) -> u128 {
+    if l3.len() < 20 {
+        return 0;
+    }
     let word = |i: usize| u32::from_ne_bytes([l3[i], l3[i + 1], l3[i + 2], l3[i + 3]]);
     let hl = usize::from(l3[0] & 0x0f) * 4;
     let protocol = l3[9];
@@ -131,7 +143,50 @@ pub fn hash_v4(l3: &[u8]) -> u32 {
         0
     };
     let addrs = u64::from(word(12)) << 32 | u64::from(word(16));
-    mix(addrs ^ mix(u64::from(protocol) << 32 | u64::from(ports))) as u32
+    u128::from(addrs) << 64 | u128::from(u64::from(protocol) << 32 | u64::from(ports))
+}
+
+/// [`hash_v4`] of a tuple from [`tuple_v4`].
+#[inline]
+pub fn hash_tuple_v4(t: u128) -> u32 {
+    mix((t >> 64) as u64 ^ mix(t as u64)) as u32
+}
+
+/// An IPv6 5-tuple as the flow cache's key: the fields of [`flow_key_v6`], which the ECMP
+/// hash covers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tuple6 {
+    /// Source address.
+    pub src: u128,
+    /// Destination address.
+    pub dst: u128,
+    /// Protocol and ports (protocol << 32 | source port << 16 | destination port), or
+    /// `u64::MAX` for a packet whose chain could not be read (hashed as 0, whatever its
+    /// source: the key is then the destination alone).
+    pub rest: u64,
+}
+
+/// The [`Tuple6`] of an IPv6 packet to `dst` (`l3` = the IPv6 header onwards).
+#[inline]
+pub fn tuple_v6(l3: &[u8], dst: Ipv6Addr) -> Tuple6 {
+    match flow_key_v6(l3) {
+        Some(FlowKey {
+            src: IpAddr::V6(src),
+            dst: IpAddr::V6(d),
+            protocol,
+            src_port,
+            dst_port,
+        }) => Tuple6 {
+            src: src.to_bits(),
+            dst: d.to_bits(),
+            rest: u64::from(protocol) << 32 | u64::from(src_port) << 16 | u64::from(dst_port),
+        },
+        _ => Tuple6 {
+            src: 0,
+            dst: dst.to_bits(),
+            rest: u64::MAX,
+        },
+    }
 }
 
 #[inline]
@@ -141,7 +196,7 @@ fn fold(a: Ipv6Addr) -> u64 {
 }
 
 #[inline]
-fn mix(mut x: u64) -> u64 {
+pub(crate) fn mix(mut x: u64) -> u64 {
     // splitmix64 finaliser.
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -152,4 +207,74 @@ fn mix(mut x: u64) -> u64 {
 #[inline(always)]
 pub(crate) fn v4_at(b: &[u8], off: usize) -> Ipv4Addr {
     Ipv4Addr::new(b[off], b[off + 1], b[off + 2], b[off + 3])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv4 header (no options) and the first 4 bytes of a UDP header.
+    fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, ttl: u8, frag: u16) -> Vec<u8> {
+        let mut b = vec![0x45, 0, 0, 28, 0x12, 0x34, 0, 0, ttl, 17, 0, 0];
+        b[6..8].copy_from_slice(&frag.to_be_bytes());
+        b.extend_from_slice(&src);
+        b.extend_from_slice(&dst);
+        b.extend_from_slice(&sport.to_be_bytes());
+        b.extend_from_slice(&dport.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn the_ipv4_tuple_is_the_five_fields_the_ecmp_hash_covers() {
+        let base = udp4([10, 0, 0, 1], [192, 0, 2, 9], 1000, 53, 64, 0);
+        let t = tuple_v4(&base);
+        assert_eq!(hash_tuple_v4(t), hash_v4(&base));
+        // Any of the five fields changes the tuple.
+        for other in [
+            udp4([10, 0, 0, 2], [192, 0, 2, 9], 1000, 53, 64, 0),
+            udp4([10, 0, 0, 1], [192, 0, 2, 8], 1000, 53, 64, 0),
+            udp4([10, 0, 0, 1], [192, 0, 2, 9], 1001, 53, 64, 0),
+            udp4([10, 0, 0, 1], [192, 0, 2, 9], 1000, 54, 64, 0),
+        ] {
+            assert_ne!(tuple_v4(&other), t);
+        }
+        let mut tcp = base.clone();
+        tcp[9] = 6;
+        assert_ne!(tuple_v4(&tcp), t);
+        // Other header fields do not.
+        assert_eq!(
+            tuple_v4(&udp4([10, 0, 0, 1], [192, 0, 2, 9], 1000, 53, 3, 0)),
+            t
+        );
+        // A fragment (first or later) has ports 0, as the hash does; so has ICMP.
+        let first = udp4([10, 0, 0, 1], [192, 0, 2, 9], 1000, 53, 64, 0x2000);
+        let later = udp4([10, 0, 0, 1], [192, 0, 2, 9], 7, 9, 64, 5);
+        assert_eq!(tuple_v4(&first), tuple_v4(&later));
+        assert_eq!(tuple_v4(&first) as u64, 17 << 32);
+        let mut icmp = base.clone();
+        icmp[9] = 1;
+        assert_eq!(tuple_v4(&icmp) as u64, 1 << 32);
+        assert_eq!(tuple_v4(&base[..19]), 0);
+    }
+
+    #[test]
+    fn the_ipv6_tuple_keeps_the_flow_key_or_falls_back_to_the_destination() {
+        let dst = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 9);
+        let src = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1);
+        let mut b = vec![0u8; 48];
+        b[0] = 0x60;
+        b[4..6].copy_from_slice(&8u16.to_be_bytes());
+        b[6] = 17;
+        b[7] = 64;
+        b[8..24].copy_from_slice(&src.octets());
+        b[24..40].copy_from_slice(&dst.octets());
+        b[40..42].copy_from_slice(&1000u16.to_be_bytes());
+        b[42..44].copy_from_slice(&53u16.to_be_bytes());
+        let t = tuple_v6(&b, dst);
+        assert_eq!((t.src, t.dst), (src.to_bits(), dst.to_bits()));
+        assert_eq!(t.rest, 17 << 32 | 1000 << 16 | 53);
+        // Unreadable: the destination alone, with a rest no readable packet has.
+        let bad = tuple_v6(&b[..20], dst);
+        assert_eq!((bad.src, bad.dst, bad.rest), (0, dst.to_bits(), u64::MAX));
+    }
 }

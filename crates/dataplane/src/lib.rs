@@ -48,7 +48,8 @@ pub use pool::{HEADROOM, MAX_FRAME, Meta, Pkt, Pool, SLOT_SIZE};
 pub use sched::{Fairness, Scheduler, Watchdog, jain};
 pub use vector::{PktVec, VECTOR};
 pub use vr::{
-    DemuxKey, FlowKey, IfAddr, IpPrefix, MatchRule, Vif, VifConfig, VifId, Vr, VrConfig, VrId,
+    DemuxKey, FlowCacheKey, FlowKey, IfAddr, IpPrefix, MatchRule, Vif, VifConfig, VifId, Vr,
+    VrConfig, VrId,
 };
 pub use worker::{CostModel, Worker};
 

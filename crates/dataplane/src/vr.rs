@@ -150,6 +150,23 @@ pub struct VrConfig {
     pub fib6_top_bits: u8,
     /// Flow-cache entries per family per worker (rounded up to a power of two; 0 = off).
     pub flow_cache: usize,
+    /// What the flow cache is keyed by.
+    pub flow_cache_key: FlowCacheKey,
+}
+
+/// What a VR's flow cache is keyed by (seed 003's fast path: a destination or a 5-tuple).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FlowCacheKey {
+    /// The destination address: one entry serves every flow to a destination, so a few
+    /// entries cover much traffic. Destinations whose route is an ECMP set are not cached
+    /// (keyed by destination alone they would pin every flow to one member).
+    #[default]
+    Destination,
+    /// Source and destination address, protocol and ports (ports 0 for fragments and
+    /// port-less protocols): exactly what the ECMP hash covers, so a flow over an ECMP route
+    /// is cached with the member its hash picked. One entry per flow: for many flows to
+    /// few destinations over ECMP. IPv4 entries are 32 bytes, IPv6 64 (against 16 and 32).
+    FiveTuple,
 }
 
 impl VrConfig {
@@ -170,6 +187,7 @@ impl VrConfig {
             fib4_top_bits: 16,
             fib6_top_bits: 16,
             flow_cache: 1024,
+            flow_cache_key: FlowCacheKey::Destination,
         }
     }
 }

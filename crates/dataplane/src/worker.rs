@@ -58,8 +58,9 @@ use arrayvec::ArrayVec;
 use crate::counters::{Drop, Node};
 use crate::dataplane::{RunVrs, Shared, Snapshot, VrSnap};
 use crate::demux::{Verdict, VifRef, mac_key, parse_l2_packed, unpack};
+use crate::flow::Tuple6;
 use crate::node::adjcache::AdjCache;
-use crate::node::flowcache::FlowCache;
+use crate::node::flowcache::{FlowCache, Tuple4Key};
 use crate::node::{Bucket, Ctx, Scratch, cycles};
 use crate::pool::Pkt;
 use crate::port::{Fence, PortId, RxQueue, TxQueue};
@@ -67,7 +68,7 @@ use crate::ring::{Consumer, Producer};
 use crate::sched::{Fairness, PathTime, Scheduler, VrSched, Watchdog, before};
 use crate::tx::TxStage;
 use crate::vector::{PktVec, VECTOR};
-use crate::vr::{Vr, VrConfig, VrId};
+use crate::vr::{FlowCacheKey, Vr, VrConfig, VrId};
 
 /// How long a worker keeps polling after its last packet before it starts to sleep.
 pub(crate) const SPIN_FOR: Duration = Duration::from_micros(200);
@@ -101,19 +102,29 @@ pub type CostModel = Box<dyn FnMut(&Vr, usize) -> u64 + Send>;
 pub(crate) struct VrState {
     pub(crate) icmp_bucket: Bucket,
     pub(crate) punt_bucket: Bucket,
+    /// Flow caches keyed by destination, or (`fc4t`, `fc6t`) by 5-tuple: only the pair the
+    /// VR's `flow_cache_key` names has entries, the other is empty (disabled).
     pub(crate) fc4: FlowCache<u32>,
     pub(crate) fc6: FlowCache<u128>,
+    pub(crate) fc4t: FlowCache<Tuple4Key>,
+    pub(crate) fc6t: FlowCache<Tuple6>,
     pub(crate) adj4: AdjCache,
     pub(crate) adj6: AdjCache,
 }
 
 impl VrState {
     fn new(cfg: &VrConfig) -> VrState {
+        let (dst, tuple) = match cfg.flow_cache_key {
+            FlowCacheKey::Destination => (cfg.flow_cache, 0),
+            FlowCacheKey::FiveTuple => (0, cfg.flow_cache),
+        };
         VrState {
             icmp_bucket: Bucket::new(cfg.icmp_rate, cfg.icmp_burst),
             punt_bucket: Bucket::new(cfg.punt_rate, cfg.punt_burst),
-            fc4: FlowCache::new(cfg.flow_cache),
-            fc6: FlowCache::new(cfg.flow_cache),
+            fc4: FlowCache::new(dst),
+            fc6: FlowCache::new(dst),
+            fc4t: FlowCache::new(tuple),
+            fc6t: FlowCache::new(tuple),
             adj4: AdjCache::default(),
             adj6: AdjCache::default(),
         }

@@ -1,5 +1,6 @@
 //! ECMP: a flow (5-tuple) always takes the same member of a next-hop set, and flows spread
-//! evenly enough over the members (hash of the flow, modulo the set size).
+//! evenly enough over the members (hash of the flow, modulo the set size). A flow cache
+//! keyed by 5-tuple caches each flow on the member its hash picked.
 
 mod common;
 mod util;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 
 use common::*;
 use util::*;
-use vrhost_dataplane::{IfAddr, Vr, VrConfig};
+use vrhost_dataplane::{FlowCacheKey, IfAddr, Vr, VrConfig};
 use vrhost_fib::{NextHop, NextHopSet};
 use vrhost_wire::ip::Protocol;
 use vrhost_wire::{EthernetAddress, ipv4, ipv6, udp};
@@ -24,8 +25,13 @@ const MEMBERS: [(usize, u8); 4] = [(1, 0x12), (1, 0x13), (2, 0x22), (2, 0x23)];
 /// Send every flow once (UDP source port = 10000 + flow) and return, per flow, the port and
 /// neighbour MAC it left by.
 fn round(rig: &mut Rig) -> HashMap<u16, (usize, EthernetAddress)> {
+    round_of(rig, FLOWS)
+}
+
+/// [`round`] for the first `flows` flows (a multiple of [`BATCH`]).
+fn round_of(rig: &mut Rig, flows: u16) -> HashMap<u16, (usize, EthernetAddress)> {
     let mut seen = HashMap::new();
-    for start in (0..FLOWS).step_by(usize::from(BATCH)) {
+    for start in (0..flows).step_by(usize::from(BATCH)) {
         for f in start..start + BATCH {
             // Vary the source address a little too, as real traffic does.
             let src = Ipv4Addr::new(10, 0, 0, 2 + (f % 3) as u8);
@@ -53,8 +59,13 @@ fn round(rig: &mut Rig) -> HashMap<u16, (usize, EthernetAddress)> {
 /// VR "blue": VIF a (port 0), b (port 1), c (port 2); 198.51.100.0/24 and 2001:db8:ff::/48
 /// both over the four [`MEMBERS`] (two neighbours behind b, two behind c).
 fn ecmp_rig() -> (Rig, Arc<Vr>) {
+    ecmp_rig_with(VrConfig::new("blue"))
+}
+
+/// [`ecmp_rig`] with its VR made from `cfg` (named "blue").
+fn ecmp_rig_with(cfg: VrConfig) -> (Rig, Arc<Vr>) {
     let mut rig = Rig::new(3);
-    let vr = rig.dp.add_vr(VrConfig::new("blue")).unwrap();
+    let vr = rig.dp.add_vr(cfg).unwrap();
     for (name, port) in [("a", 0u8), ("b", 1), ("c", 2)] {
         let addrs = vec![
             IfAddr::V4(Ipv4Addr::new(10, 0, port, 1), 24),
@@ -188,7 +199,14 @@ fn frag6(src: Ipv6Addr, dst: Ipv6Addr, offset: u16, more: bool, data: &[u8]) -> 
 
 #[test]
 fn all_fragments_of_a_datagram_take_the_same_member() {
-    let (mut rig, vr) = ecmp_rig();
+    for key in [FlowCacheKey::Destination, FlowCacheKey::FiveTuple] {
+        let mut cfg = VrConfig::new("blue");
+        cfg.flow_cache_key = key;
+        fragments_take_one_member(ecmp_rig_with(cfg));
+    }
+}
+
+fn fragments_take_one_member((mut rig, vr): (Rig, Arc<Vr>)) {
     let mut used = HashMap::new();
     for i in 0..200u16 {
         let sport = 20_000 + i;
@@ -221,5 +239,92 @@ fn all_fragments_of_a_datagram_take_the_same_member() {
     // Datagrams still spread over the set.
     assert_eq!(used.len(), MEMBERS.len());
     assert_drops(&vr.stats(), &[]);
+    assert_clean(&mut rig);
+}
+
+/// A VR whose flow cache is keyed by 5-tuple, with `entries` entries.
+fn by_tuple(entries: usize) -> VrConfig {
+    let mut cfg = VrConfig::new("blue");
+    cfg.flow_cache_key = FlowCacheKey::FiveTuple;
+    cfg.flow_cache = entries;
+    cfg
+}
+
+#[test]
+fn keyed_by_5_tuple_a_flow_over_ecmp_is_cached_on_the_member_its_hash_picked() {
+    // 1,000 flows in 4,096 entries, three rounds: 3,000 probes, less than the cache's
+    // 4,096-probe window, so its low-hit bypass cannot start.
+    const N: u16 = 1000;
+    let (mut plain, plain_vr) = ecmp_rig();
+    let want = round_of(&mut plain, N);
+    // Keyed by destination, ECMP destinations are never cached: every packet is hashed.
+    assert_eq!(plain_vr.stats().flow_hits, 0);
+
+    let (mut rig, vr) = ecmp_rig_with(by_tuple(4096));
+    for r in 0..3 {
+        assert_eq!(
+            round_of(&mut rig, N),
+            want,
+            "round {r}: not the hash's member"
+        );
+    }
+    let s = vr.stats();
+    let n = u64::from(N);
+    assert_eq!(s.flow_hits + s.flow_misses, 3 * n);
+    // The first round misses; set conflicts may push a few flows out.
+    assert!(s.flow_hits >= 2 * n * 98 / 100, "{} hits", s.flow_hits);
+    assert_eq!(s.tx_packets, 3 * n);
+
+    // The route changes to one member: no flow may keep its cached one.
+    let only = NextHop::Via {
+        addr: IpAddr::V4(Ipv4Addr::new(10, 0, 2, 3)),
+        ifindex: 2,
+    };
+    vr.fib4
+        .insert("198.51.100.0/24".parse().unwrap(), only)
+        .unwrap();
+    let after = round_of(&mut rig, N);
+    assert_eq!(after.len(), usize::from(N));
+    assert!(after.values().all(|&(port, m)| (port, m.0[5]) == (2, 0x23)));
+    assert_eq!(vr.stats().flow_misses, s.flow_misses + n);
+    assert_drops(&vr.stats(), &[]);
+    assert_clean(&mut rig);
+}
+
+#[test]
+fn keyed_by_5_tuple_ipv6_flows_over_ecmp_hit_and_keep_their_member() {
+    let (mut plain, _) = ecmp_rig();
+    let (mut rig, vr) = ecmp_rig_with(by_tuple(4096));
+    let dst: Ipv6Addr = "2001:db8:ff::9".parse().unwrap();
+    let send = |rig: &mut Rig| {
+        for f in 0..400u16 {
+            let src = Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 1 + f % 3);
+            let l3 = udp6(src, dst, 64, 10_000 + f, 443, b"ecmp6");
+            rig.send(0, &eth(mac(1), HOST_MAC, None, 0x86dd, &l3));
+            if f % 200 == 199 {
+                rig.run();
+            }
+        }
+        let mut seen = HashMap::new();
+        for port in [1, 2] {
+            for frame in rig.recv(port) {
+                let f = l2(&frame);
+                let ip = ipv6::Packet::new_checked(&f.l3[..]).unwrap();
+                let sport = udp::Packet::new_checked(ip.payload()).unwrap().src_port();
+                assert!(seen.insert(sport, member(port, &frame)).is_none());
+            }
+        }
+        assert_eq!(seen.len(), 400);
+        seen
+    };
+    let want = send(&mut plain);
+    assert_eq!(send(&mut rig), want);
+    assert_eq!(send(&mut rig), want);
+    let s = vr.stats();
+    assert_eq!(s.flow_misses + s.flow_hits, 800);
+    assert!(s.flow_hits >= 392, "{} hits", s.flow_hits);
+    // Members spread: the cache did not pin the destination to one.
+    let used: std::collections::HashSet<_> = want.values().collect();
+    assert_eq!(used.len(), MEMBERS.len());
     assert_clean(&mut rig);
 }

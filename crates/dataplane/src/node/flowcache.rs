@@ -31,6 +31,14 @@
 //! VIF, and a VIF removed since is a miss. Destinations whose route is an ECMP set are not
 //! cached: keyed by destination alone they would pin every flow to that destination to one
 //! member.
+//!
+//! A VR may key its cache by 5-tuple instead (`FlowCacheKey::FiveTuple`): source and
+//! destination, protocol and ports, exactly the fields the ECMP hash covers (`flow::tuple_v4`,
+//! `flow::tuple_v6`), so every packet with a key takes the member its first packet's hash
+//! picked, and ECMP decisions are cached too. It costs an entry per flow instead of per
+//! destination, and 32-byte IPv4 / 64-byte IPv6 entries. Such a hit is not offered to the
+//! fast path (which is keyed by destination): a flow is offered on its miss, when the
+//! decision is known to be the destination's.
 
 use crate::counters::VrCounters;
 
@@ -57,6 +65,7 @@ struct Set<K> {
 }
 
 const _: () = assert!(core::mem::size_of::<Set<u32>>() == 64);
+const _: () = assert!(core::mem::size_of::<Set<crate::flow::Tuple6>>() == 256);
 
 /// A 4-way set-associative cache keyed by `K` (`u32` for IPv4, `u128` for IPv6).
 #[derive(Debug)]
@@ -104,6 +113,36 @@ impl CacheKey for u128 {
     }
 }
 
+/// An IPv4 5-tuple key ([`crate::flow::tuple_v4`]). Its fields sit at fixed bit positions,
+/// and a multiply alone keeps only what lies below the bits it takes (a source differing in
+/// its last octet would land in the same set), so it is hashed with a folded multiply: both
+/// halves of the 128-bit product, which every input bit reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tuple4Key(pub(crate) u128);
+
+/// Both halves of `x × K` XORed: one multiply, every bit of `x` in every bit of the result.
+#[inline(always)]
+fn fold_mul(x: u64) -> u64 {
+    let p = u128::from(x) * 0x9e37_79b9_7f4a_7c15;
+    (p >> 64) as u64 ^ p as u64
+}
+
+impl CacheKey for Tuple4Key {
+    #[inline(always)]
+    fn slot(self, mask: usize) -> usize {
+        fold_mul((self.0 >> 64) as u64 ^ (self.0 as u64).rotate_left(32)) as usize & mask
+    }
+}
+
+impl CacheKey for crate::flow::Tuple6 {
+    #[inline(always)]
+    fn slot(self, mask: usize) -> usize {
+        let src = (self.src >> 64) as u64 ^ self.src as u64;
+        let dst = (self.dst >> 64) as u64 ^ self.dst as u64;
+        fold_mul(src ^ fold_mul(dst ^ self.rest)) as usize & mask
+    }
+}
+
 impl<K: CacheKey> FlowCache<K> {
     /// A cache of `size` entries (rounded up to a power of two, at least one set); 0
     /// disables it.
@@ -137,6 +176,13 @@ impl<K: CacheKey> FlowCache<K> {
             return false;
         }
         true
+    }
+
+    /// Whether the next vector will be probed (`use_for_vector` will say yes): for keys that
+    /// cost something to build, which a bypassed vector does not need.
+    #[inline(always)]
+    pub(crate) fn will_probe(&self) -> bool {
+        !self.sets.is_empty() && self.bypass == 0
     }
 
     /// Report a vector's probes and hits (after `use_for_vector` said yes).
@@ -231,15 +277,16 @@ impl<K: CacheKey> FlowCache<K> {
 }
 
 impl<K: CacheKey> FlowCache<K> {
-    /// The `flow-cache` pass over a vector: `hits[i]` for `dsts[i]`, and the destinations
-    /// that missed copied in order to the front of `miss`. Returns (whether the cache was
+    /// The `flow-cache` pass over a vector: `hits[i]` for packet `i`, whose destination is
+    /// `dsts[i]` and whose key is `key(i, dsts[i])`, and the destinations that missed copied
+    /// in order to the front of `miss`. Returns (whether the cache was
     /// used, so the caller may fill it; the number of misses). Counts hits and misses in
     /// `c` (a bypassed vector counts as misses).
     #[inline(always)]
     pub(crate) fn probe_vector<A: Copy>(
         &mut self,
         dsts: &[A],
-        key: impl Fn(A) -> K,
+        key: impl Fn(usize, A) -> K,
         generation: u64,
         hits: &mut [Option<(u16, [u8; 6])>],
         miss: &mut [A],
@@ -256,7 +303,7 @@ impl<K: CacheKey> FlowCache<K> {
         self.sync(generation);
         let mut m = 0;
         for (i, &d) in dsts.iter().enumerate() {
-            hits[i] = self.lookup(key(d));
+            hits[i] = self.lookup(key(i, d));
             if hits[i].is_none() {
                 miss[m] = d;
                 m += 1;

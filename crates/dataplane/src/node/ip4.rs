@@ -14,6 +14,7 @@ use vrhost_wire::icmpv4::DstUnreachable;
 
 use crate::counters::{Drop, Node};
 use crate::flow;
+use crate::node::flowcache::Tuple4Key;
 use crate::node::icmp::{self, Icmp4};
 use crate::node::{Ctx, Scratch, adjcache, cycles, l2};
 use crate::vector::{PktVec, VECTOR};
@@ -124,7 +125,10 @@ pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let n_in = v.len();
     let pool = cx.pool;
     let mut fwd = PktVec::new();
-    let dsts = &mut sc.dst4;
+    let (dsts, tuples) = (&mut sc.dst4, &mut sc.tuple4);
+    // A flow cache keyed by 5-tuple takes its keys here, from the header being checked
+    // (only for a vector it will probe; see `forward`).
+    let by_tuple = cx.st.fc4t.will_probe();
     // Packets that waited in the ingress ring: vr-input started loading them, this brings
     // the headers nearer again (without it 100 VRs took 4 % more cycles). Packets received
     // this poll are still warm; prefetching them cost 1–2 % (`vrbench inproc`, paired runs).
@@ -145,6 +149,9 @@ pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     pool.meta_mut(&mut p).len = trimmed;
                 }
                 dsts[fwd.len()] = dst;
+                if by_tuple {
+                    tuples[fwd.len()] = flow::tuple_v4(hdr);
+                }
                 fwd.push(p);
             }
             (Input::Punt, _) => cx.punt(p),
@@ -165,6 +172,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let Scratch {
         dst4: dsts,
         miss4: miss_dst,
+        tuple4: tuples,
         hits,
         ids: miss_ids,
         ..
@@ -176,14 +184,30 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     // Generations only grow, so their sum changes whenever either table does; +1 keeps it
     // clear of the cache's "empty" 0.
     let generation = cx.vr.fib4.generation() + cx.vr.neigh.generation() + 1;
-    let (use_fc, m) = cx.st.fc4.probe_vector(
-        &dsts[..n],
-        Ipv4Addr::to_bits,
-        generation,
-        hits,
-        miss_dst,
-        cx.c,
-    );
+    // Keyed by 5-tuple: a hit may be one ECMP member's decision, so it is not a
+    // destination's (the fast path is offered flows on their misses only).
+    let by_tuple = cx.st.fc4t.enabled();
+    let (use_fc, m) = if by_tuple {
+        // The keys were taken by `ip4-input` (the cache is probed: it said so there).
+        let tuples = &*tuples;
+        cx.st.fc4t.probe_vector(
+            &dsts[..n],
+            |i, _| Tuple4Key(tuples[i]),
+            generation,
+            hits,
+            miss_dst,
+            cx.c,
+        )
+    } else {
+        cx.st.fc4.probe_vector(
+            &dsts[..n],
+            |_, d: Ipv4Addr| d.to_bits(),
+            generation,
+            hits,
+            miss_dst,
+            cx.c,
+        )
+    };
     if !use_fc {
         // The cache was bypassed and wrote no answers: none of the scratch's old ones count.
         hits[..n].fill(None);
@@ -199,7 +223,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
         let dst = dsts[i];
         let cached = hits[i].and_then(|(vif, mac)| cx.vif(vif).map(|o| (o, mac)));
         // Whether the decision holds for every packet to `dst` (not one ECMP member's).
-        let mut per_dst = true;
+        let mut per_dst = !by_tuple;
         let (out, mac) = match cached {
             Some(hit) => hit,
             None => {
@@ -221,7 +245,9 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                 if let Some(((vif, mac), from_ecmp)) = adj
                     && let Some(out) = cx.vif(vif)
                 {
-                    if use_fc && !from_ecmp {
+                    if use_fc && by_tuple {
+                        cx.st.fc4t.put(Tuple4Key(tuples[i]), generation, vif, mac);
+                    } else if use_fc && !from_ecmp {
                         cx.st.fc4.put(dst.to_bits(), generation, vif, mac);
                     }
                     per_dst = !from_ecmp;
@@ -285,8 +311,13 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                         cx.punt(p);
                         continue;
                     };
+                    if use_fc && by_tuple {
+                        cx.st
+                            .fc4t
+                            .put(Tuple4Key(tuples[i]), generation, out.id, mac.0);
+                    }
                     if !ecmp {
-                        if use_fc {
+                        if use_fc && !by_tuple {
                             cx.st.fc4.put(dst.to_bits(), generation, out.id, mac.0);
                         }
                         if let NextHop::Via { .. } = *hop {

@@ -90,7 +90,9 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let n_in = v.len();
     let pool = cx.pool;
     let mut fwd = PktVec::new();
-    let dsts = &mut sc.dst6;
+    let (dsts, tuples) = (&mut sc.dst6, &mut sc.tuple6);
+    // As for IPv4: 5-tuple keys from the header being checked.
+    let by_tuple = cx.st.fc6t.will_probe();
     for p in v.iter() {
         pool.prefetch(p);
     }
@@ -104,6 +106,9 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     pool.meta_mut(&mut p).len = len;
                 }
                 dsts[fwd.len()] = dst;
+                if by_tuple {
+                    tuples[fwd.len()] = flow::tuple_v6(l3, dst);
+                }
                 fwd.push(p);
             }
             (Input::Punt, _) => cx.punt(p),
@@ -121,6 +126,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let Scratch {
         dst6: dsts,
         miss6: miss_dst,
+        tuple6: tuples,
         hits,
         ids: miss_ids,
         ..
@@ -130,14 +136,29 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let n = v.len();
     let guard = vrhost_fib::pin();
     let generation = cx.vr.fib6.generation() + cx.vr.neigh.generation() + 1;
-    let (use_fc, m) = cx.st.fc6.probe_vector(
-        &dsts[..n],
-        Ipv6Addr::to_bits,
-        generation,
-        hits,
-        miss_dst,
-        cx.c,
-    );
+    // Keyed by 5-tuple: as for IPv4.
+    let by_tuple = cx.st.fc6t.enabled();
+    let (use_fc, m) = if by_tuple {
+        // The keys were taken by `ip6-input`.
+        let tuples = &*tuples;
+        cx.st.fc6t.probe_vector(
+            &dsts[..n],
+            |i, _| tuples[i],
+            generation,
+            hits,
+            miss_dst,
+            cx.c,
+        )
+    } else {
+        cx.st.fc6.probe_vector(
+            &dsts[..n],
+            |_, d: Ipv6Addr| d.to_bits(),
+            generation,
+            hits,
+            miss_dst,
+            cx.c,
+        )
+    };
     if !use_fc {
         // The cache was bypassed and wrote no answers: none of the scratch's old ones count.
         hits[..n].fill(None);
@@ -154,7 +175,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
         let l3 = usize::from(pool.meta(&p).l3);
         let cached = hits[i].and_then(|(vif, mac)| cx.vif(vif).map(|o| (o, mac)));
         // Whether the decision holds for every packet to `dst` (not one ECMP member's).
-        let mut per_dst = true;
+        let mut per_dst = !by_tuple;
         let (out, mac) = match cached {
             Some(hit) => hit,
             None => {
@@ -172,7 +193,9 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                 if let Some(((vif, mac), from_ecmp)) = adj
                     && let Some(out) = cx.vif(vif)
                 {
-                    if use_fc && !from_ecmp {
+                    if use_fc && by_tuple {
+                        cx.st.fc6t.put(tuples[i], generation, vif, mac);
+                    } else if use_fc && !from_ecmp {
                         cx.st.fc6.put(dst.to_bits(), generation, vif, mac);
                     }
                     per_dst = !from_ecmp;
@@ -240,8 +263,11 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                         cx.punt(p);
                         continue;
                     };
+                    if use_fc && by_tuple {
+                        cx.st.fc6t.put(tuples[i], generation, out.id, mac.0);
+                    }
                     if !ecmp {
-                        if use_fc {
+                        if use_fc && !by_tuple {
                             cx.st.fc6.put(dst.to_bits(), generation, out.id, mac.0);
                         }
                         if let NextHop::Via { .. } = *hop {

@@ -35,6 +35,9 @@ pub(crate) struct Scratch {
     pub(crate) miss4: [std::net::Ipv4Addr; VECTOR],
     pub(crate) dst6: [std::net::Ipv6Addr; VECTOR],
     pub(crate) miss6: [std::net::Ipv6Addr; VECTOR],
+    /// 5-tuple flow-cache keys (only for VRs whose cache is keyed so).
+    pub(crate) tuple4: [u128; VECTOR],
+    pub(crate) tuple6: [crate::flow::Tuple6; VECTOR],
     /// Flow-cache answers: (VIF, neighbour MAC).
     pub(crate) hits: [Option<(u16, [u8; 6])>; VECTOR],
     /// FIB answers for the flow-cache misses.
@@ -48,6 +51,8 @@ impl Scratch {
             miss4: [std::net::Ipv4Addr::UNSPECIFIED; VECTOR],
             dst6: [std::net::Ipv6Addr::UNSPECIFIED; VECTOR],
             miss6: [std::net::Ipv6Addr::UNSPECIFIED; VECTOR],
+            tuple4: [0; VECTOR],
+            tuple6: [crate::flow::Tuple6::default(); VECTOR],
             hits: [None; VECTOR],
             ids: [None; VECTOR],
         })
