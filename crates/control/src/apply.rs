@@ -66,6 +66,8 @@ pub fn add_vr(dp: &Dataplane, plan: &VrPlan, ports: &[PortId]) -> Result<Arc<Vr>
     cfg.worker = plan.worker;
     cfg.policer_pps = plan.policer_pps;
     cfg.policer_bps = plan.policer_bps;
+    cfg.flow_cache = plan.flow_cache;
+    cfg.flow_cache_key = plan.flow_cache_key;
     let vr = dp.add_vr(cfg).map_err(dperr)?;
     let built = (|| {
         for v in &plan.vifs {

@@ -34,6 +34,9 @@
 //! worker = 0                   # pin to worker 0 (the core cores[0]); default: placed by load
 //! policer_pps = 100000         # ingress limits, policed at demux; default: none
 //! policer_bps = 500000000
+//! flow_cache = 1024            # flow-cache entries per address family and worker (0: off)
+//! flow_cache_key = "destination" # or "5-tuple": caches flows over ECMP routes too, an
+//!                              # entry per flow instead of per destination
 //! [[vr.vif]]
 //! name = "a"
 //! port = "p0"
@@ -54,7 +57,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 use toml::Spanned;
-use vrhost_dataplane::{Fairness, IfAddr, MAX_MTU, MAX_WEIGHT, RunVrs};
+use vrhost_dataplane::{Fairness, FlowCacheKey, IfAddr, MAX_MTU, MAX_WEIGHT, RunVrs};
+
+/// Most flow-cache entries a VR may ask for (the data plane's limit).
+const MAX_FLOW_CACHE: i64 = 1 << 24;
 use vrhost_wire::EthernetAddress;
 
 /// A rejected config: where and what.
@@ -471,6 +477,20 @@ pub struct VrSpec {
     /// Punt burst (packets).
     #[serde(default = "default_punt_burst")]
     pub punt_burst: Spanned<u32>,
+    /// Flow-cache entries per address family and worker (0 = off).
+    #[serde(default = "default_flow_cache")]
+    pub flow_cache: Spanned<i64>,
+    /// What the flow cache is keyed by: "destination" or "5-tuple".
+    #[serde(default = "default_flow_cache_key")]
+    pub flow_cache_key: Spanned<String>,
+}
+
+fn default_flow_cache() -> Spanned<i64> {
+    Spanned::new(0..0, 1024)
+}
+
+fn default_flow_cache_key() -> Spanned<String> {
+    Spanned::new(0..0, "destination".into())
 }
 
 fn default_punt_rate() -> Spanned<u32> {
@@ -532,6 +552,10 @@ pub struct VrPlan {
     pub policer_pps: Option<u64>,
     /// Ingress limit, bits/s.
     pub policer_bps: Option<u64>,
+    /// Flow-cache entries per family and worker (0 = off).
+    pub flow_cache: usize,
+    /// What the flow cache is keyed by.
+    pub flow_cache_key: FlowCacheKey,
     /// Interfaces in order (VIF ids are their indexes).
     pub vifs: Vec<VifPlan>,
     /// Routes: prefix, what to do.
@@ -905,6 +929,25 @@ impl Config {
             Some(s) => Ok(Some(*s.get_ref() as u64)),
             None => Ok(None),
         };
+        let flow_cache = *vr.flow_cache.get_ref();
+        if !(0..=MAX_FLOW_CACHE).contains(&flow_cache) {
+            return Err(self.err(
+                &vr.flow_cache,
+                "vr.flow_cache",
+                format!("VR {name:?}: {flow_cache} entries not in 0..={MAX_FLOW_CACHE} (0: off)"),
+            ));
+        }
+        let flow_cache_key = match vr.flow_cache_key.get_ref().as_str() {
+            "destination" => FlowCacheKey::Destination,
+            "5-tuple" => FlowCacheKey::FiveTuple,
+            other => {
+                return Err(self.err(
+                    &vr.flow_cache_key,
+                    "vr.flow_cache_key",
+                    format!("VR {name:?}: {other:?} is not \"destination\" or \"5-tuple\""),
+                ));
+            }
+        };
         let policer_pps = rate(&vr.policer_pps, "vr.policer_pps", "packets/s")?;
         let policer_bps = rate(&vr.policer_bps, "vr.policer_bps", "bits/s")?;
         let mut vifs = Vec::new();
@@ -1091,6 +1134,8 @@ impl Config {
             worker,
             policer_pps,
             policer_bps,
+            flow_cache: flow_cache as usize,
+            flow_cache_key,
             vifs,
             routes,
             neighbors,

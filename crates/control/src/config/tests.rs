@@ -494,3 +494,46 @@ fn vrs_added_at_run_time_are_checked_against_the_running_ones() {
     assert_eq!(merged.without_vr("green").unwrap().plans().len(), 1);
     assert!(c.without_vr("nope").is_none());
 }
+
+#[test]
+fn flow_cache_settings_are_planned_and_bad_ones_name_the_field() {
+    let p = &Config::parse("t.toml", &with(VR)).unwrap().plans()[0];
+    assert_eq!(
+        (p.flow_cache, p.flow_cache_key),
+        (1024, FlowCacheKey::Destination),
+        "defaults"
+    );
+    let text = with(&VR.replacen(
+        "weight = 2",
+        "weight = 2\nflow_cache = 4096\nflow_cache_key = \"5-tuple\"",
+        1,
+    ));
+    let p = &Config::parse("t.toml", &text).unwrap().plans()[0];
+    assert_eq!(
+        (p.flow_cache, p.flow_cache_key),
+        (4096, FlowCacheKey::FiveTuple)
+    );
+    for (bad, field, says) in [
+        (
+            "flow_cache_key = \"src\"",
+            "vr.flow_cache_key",
+            "\"src\" is not",
+        ),
+        ("flow_cache = -1", "vr.flow_cache", "-1 entries"),
+        ("flow_cache = 16777217", "vr.flow_cache", "16777217 entries"),
+    ] {
+        let e = err(&with(&VR.replacen(
+            "weight = 2",
+            &format!("weight = 2\n{bad}"),
+            1,
+        )));
+        assert_eq!((e.field.as_str(), e.line), (field, 18), "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+    // Off is allowed.
+    let text = with(&VR.replacen("weight = 2", "weight = 2\nflow_cache = 0", 1));
+    assert_eq!(
+        Config::parse("t.toml", &text).unwrap().plans()[0].flow_cache,
+        0
+    );
+}
