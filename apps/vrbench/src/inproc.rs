@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::ValueEnum;
+use vrhost_dataplane::FlowCacheKey;
 use vrhost_fib::tablegen::{IPV4_FULL, IPV6_FULL};
 
 use report::{Report, SuiteReport, SuiteRow};
@@ -106,8 +107,8 @@ pub(crate) struct Args {
     pub(crate) flow_cache: Option<usize>,
     /// What the flow cache is keyed by: the destination, or the 5-tuple (which caches
     /// ECMP-routed flows too).
-    #[arg(long, value_enum, default_value_t = FlowKeyMode::Destination)]
-    pub(crate) flow_key: FlowKeyMode,
+    #[arg(long, default_value = "destination", value_parser = flow_key_parser())]
+    pub(crate) flow_key: FlowCacheKey,
     /// Cores for the workers, in worker order, comma-separated [default: as the OS lists
     /// them].
     #[arg(long, value_delimiter = ',')]
@@ -158,7 +159,7 @@ impl Default for Args {
             ingress_ring: 1024,
             nexthops: NexthopMode::Table,
             flow_cache: None,
-            flow_key: FlowKeyMode::Destination,
+            flow_key: FlowCacheKey::Destination,
             cores: Vec::new(),
             queue_per_vr: false,
             realtime: None,
@@ -191,25 +192,11 @@ pub(crate) enum NexthopMode {
     One,
 }
 
-/// What the flow cache is keyed by (`VrConfig::flow_cache_key`).
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub(crate) enum FlowKeyMode {
-    /// The destination address.
-    #[serde(rename = "destination")]
-    Destination,
-    /// Addresses, protocol and ports.
-    #[value(name = "5-tuple")]
-    #[serde(rename = "5-tuple")]
-    FiveTuple,
-}
-
-impl FlowKeyMode {
-    pub(crate) fn key(self) -> vrhost_dataplane::FlowCacheKey {
-        match self {
-            FlowKeyMode::Destination => vrhost_dataplane::FlowCacheKey::Destination,
-            FlowKeyMode::FiveTuple => vrhost_dataplane::FlowCacheKey::FiveTuple,
-        }
-    }
+/// `--flow-key`: the data plane's key names, listed in `--help`.
+fn flow_key_parser() -> impl clap::builder::TypedValueParser<Value = FlowCacheKey> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(FlowCacheKey::ALL.map(FlowCacheKey::name))
+        .map(|s| FlowCacheKey::from_name(&s).expect("one of the possible values"))
 }
 
 /// One run's settings, resolved.
@@ -235,7 +222,7 @@ pub(crate) struct Scenario {
     pub(crate) ingress_ring: usize,
     pub(crate) nexthops: NexthopMode,
     pub(crate) flow_cache: Option<usize>,
-    pub(crate) flow_key: FlowKeyMode,
+    pub(crate) flow_key: FlowCacheKey,
     pub(crate) cores: Vec<usize>,
     /// A generator queue per VR, offers per VR.
     pub(crate) queue_per_vr: bool,
@@ -309,8 +296,8 @@ impl Scenario {
         if let Some(n) = self.flow_cache {
             f += &format!(" --flow-cache {n}");
         }
-        if self.flow_key == FlowKeyMode::FiveTuple {
-            f += " --flow-key 5-tuple";
+        if self.flow_key != FlowCacheKey::default() {
+            f += &format!(" --flow-key {}", self.flow_key.name());
         }
         if let Some(n) = self.pool_slots {
             f += &format!(" --pool-slots {n}");

@@ -33,7 +33,7 @@ use vrhost_control::punt::ControlPlane;
 use vrhost_control::sync::SyncOptions;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, FlowCacheKey, Pool, Watchdog};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Watchdog};
 use vrhost_fib::NextHop;
 use vrhost_io::offcpu;
 use vrhost_io::quickpath::Quickpath;
@@ -650,10 +650,7 @@ impl Daemon {
             "punt_rate": vr.config.punt_rate,
             "punt_burst": vr.config.punt_burst,
             "flow_cache": vr.config.flow_cache,
-            "flow_cache_key": match vr.config.flow_cache_key {
-                FlowCacheKey::Destination => "destination",
-                FlowCacheKey::FiveTuple => "5-tuple",
-            },
+            "flow_cache_key": vr.config.flow_cache_key.name(),
             "routes4": vr.fib4.len(),
             "routes6": vr.fib6.len(),
             "neighbours": vr.neigh.entries().len(),

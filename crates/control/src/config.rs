@@ -57,10 +57,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 use toml::Spanned;
-use vrhost_dataplane::{Fairness, FlowCacheKey, IfAddr, MAX_MTU, MAX_WEIGHT, RunVrs};
-
-/// Most flow-cache entries a VR may ask for (the data plane's limit).
-const MAX_FLOW_CACHE: i64 = 1 << 24;
+use vrhost_dataplane::{
+    Fairness, FlowCacheKey, IfAddr, MAX_FLOW_CACHE, MAX_MTU, MAX_WEIGHT, RunVrs,
+};
 use vrhost_wire::EthernetAddress;
 
 /// A rejected config: where and what.
@@ -490,7 +489,7 @@ fn default_flow_cache() -> Spanned<i64> {
 }
 
 fn default_flow_cache_key() -> Spanned<String> {
-    Spanned::new(0..0, "destination".into())
+    Spanned::new(0..0, FlowCacheKey::default().name().into())
 }
 
 fn default_punt_rate() -> Spanned<u32> {
@@ -930,23 +929,24 @@ impl Config {
             None => Ok(None),
         };
         let flow_cache = *vr.flow_cache.get_ref();
-        if !(0..=MAX_FLOW_CACHE).contains(&flow_cache) {
+        let Some(flow_cache) = usize::try_from(flow_cache)
+            .ok()
+            .filter(|n| *n <= MAX_FLOW_CACHE)
+        else {
             return Err(self.err(
                 &vr.flow_cache,
                 "vr.flow_cache",
                 format!("VR {name:?}: {flow_cache} entries not in 0..={MAX_FLOW_CACHE} (0: off)"),
             ));
-        }
-        let flow_cache_key = match vr.flow_cache_key.get_ref().as_str() {
-            "destination" => FlowCacheKey::Destination,
-            "5-tuple" => FlowCacheKey::FiveTuple,
-            other => {
-                return Err(self.err(
-                    &vr.flow_cache_key,
-                    "vr.flow_cache_key",
-                    format!("VR {name:?}: {other:?} is not \"destination\" or \"5-tuple\""),
-                ));
-            }
+        };
+        let key = vr.flow_cache_key.get_ref();
+        let Some(flow_cache_key) = FlowCacheKey::from_name(key) else {
+            let names = FlowCacheKey::ALL.map(FlowCacheKey::name);
+            return Err(self.err(
+                &vr.flow_cache_key,
+                "vr.flow_cache_key",
+                format!("VR {name:?}: {key:?} is not one of {names:?}"),
+            ));
         };
         let policer_pps = rate(&vr.policer_pps, "vr.policer_pps", "packets/s")?;
         let policer_bps = rate(&vr.policer_bps, "vr.policer_bps", "bits/s")?;
@@ -1134,7 +1134,7 @@ impl Config {
             worker,
             policer_pps,
             policer_bps,
-            flow_cache: flow_cache as usize,
+            flow_cache,
             flow_cache_key,
             vifs,
             routes,

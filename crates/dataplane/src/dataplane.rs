@@ -41,6 +41,9 @@ pub(crate) const MAX_RX_QUEUES: usize = 4096;
 /// Largest VR weight.
 pub const MAX_WEIGHT: u32 = 1_000_000;
 
+/// Most flow-cache entries a VR may have per address family and worker.
+pub const MAX_FLOW_CACHE: usize = 1 << 24;
+
 /// Largest MTU a VIF may have: a slot's frame room less Ethernet and two VLAN tags.
 pub const MAX_MTU: u16 = (MAX_FRAME - 22) as u16;
 
@@ -498,8 +501,12 @@ impl Dataplane {
         if config.punt_queue == 0 || config.punt_queue > 1 << 20 {
             return Err(bad(&what, "punt_queue", "must be 1..=1048576"));
         }
-        if config.flow_cache > 1 << 24 {
-            return Err(bad(&what, "flow_cache", "must be at most 16777216 entries"));
+        if config.flow_cache > MAX_FLOW_CACHE {
+            return Err(bad(
+                &what,
+                "flow_cache",
+                format!("must be at most {MAX_FLOW_CACHE} entries"),
+            ));
         }
         if !(8..=24).contains(&config.fib4_top_bits) {
             return Err(bad(&what, "fib4_top_bits", "must be 8..=24"));

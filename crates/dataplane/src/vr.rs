@@ -169,6 +169,24 @@ pub enum FlowCacheKey {
     FiveTuple,
 }
 
+impl FlowCacheKey {
+    /// Every key.
+    pub const ALL: [FlowCacheKey; 2] = [FlowCacheKey::Destination, FlowCacheKey::FiveTuple];
+
+    /// Its name in configs, command lines and reports: "destination" or "5-tuple".
+    pub const fn name(self) -> &'static str {
+        match self {
+            FlowCacheKey::Destination => "destination",
+            FlowCacheKey::FiveTuple => "5-tuple",
+        }
+    }
+
+    /// The key called `name` (see [`FlowCacheKey::name`]).
+    pub fn from_name(name: &str) -> Option<FlowCacheKey> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
 impl VrConfig {
     /// Defaults for a VR called `name`.
     pub fn new(name: impl Into<String>) -> Self {

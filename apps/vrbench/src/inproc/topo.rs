@@ -207,7 +207,7 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
         if let Some(n) = sc.flow_cache {
             cfg.flow_cache = n;
         }
-        cfg.flow_cache_key = sc.flow_key.key();
+        cfg.flow_cache_key = sc.flow_key;
         let vr = dp.add_vr(cfg)?;
         let seed = sc.seed + k as u64;
         let nbrs = if sc.ipv6 {

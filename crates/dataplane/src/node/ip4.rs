@@ -128,7 +128,7 @@ pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let (dsts, tuples) = (&mut sc.dst4, &mut sc.tuple4);
     // A flow cache keyed by 5-tuple takes its keys here, from the header being checked
     // (only for a vector it will probe; see `forward`).
-    let by_tuple = cx.st.fc4t.will_probe();
+    let take_tuples = cx.st.fc4t.will_probe();
     // Packets that waited in the ingress ring: vr-input started loading them, this brings
     // the headers nearer again (without it 100 VRs took 4 % more cycles). Packets received
     // this poll are still warm; prefetching them cost 1–2 % (`vrbench inproc`, paired runs).
@@ -149,7 +149,7 @@ pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     pool.meta_mut(&mut p).len = trimmed;
                 }
                 dsts[fwd.len()] = dst;
-                if by_tuple {
+                if take_tuples {
                     tuples[fwd.len()] = flow::tuple_v4(hdr);
                 }
                 fwd.push(p);

@@ -92,7 +92,7 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let mut fwd = PktVec::new();
     let (dsts, tuples) = (&mut sc.dst6, &mut sc.tuple6);
     // As for IPv4: 5-tuple keys from the header being checked.
-    let by_tuple = cx.st.fc6t.will_probe();
+    let take_tuples = cx.st.fc6t.will_probe();
     for p in v.iter() {
         pool.prefetch(p);
     }
@@ -106,7 +106,7 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     pool.meta_mut(&mut p).len = len;
                 }
                 dsts[fwd.len()] = dst;
-                if by_tuple {
+                if take_tuples {
                     tuples[fwd.len()] = flow::tuple_v6(l3, dst);
                 }
                 fwd.push(p);
