@@ -58,7 +58,7 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 use vrhost_dataplane::{
-    Fairness, FlowCacheKey, IfAddr, MAX_FLOW_CACHE, MAX_MTU, MAX_WEIGHT, RunVrs,
+    DEFAULT_FLOW_CACHE, Fairness, FlowCacheKey, IfAddr, MAX_FLOW_CACHE, MAX_MTU, MAX_WEIGHT, RunVrs,
 };
 use vrhost_wire::EthernetAddress;
 
@@ -485,7 +485,7 @@ pub struct VrSpec {
 }
 
 fn default_flow_cache() -> Spanned<i64> {
-    Spanned::new(0..0, 1024)
+    Spanned::new(0..0, DEFAULT_FLOW_CACHE as i64)
 }
 
 fn default_flow_cache_key() -> Spanned<String> {

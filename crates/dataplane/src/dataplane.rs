@@ -44,6 +44,9 @@ pub const MAX_WEIGHT: u32 = 1_000_000;
 /// Most flow-cache entries a VR may have per address family and worker.
 pub const MAX_FLOW_CACHE: usize = 1 << 24;
 
+/// Flow-cache entries a VR has per address family and worker unless configured otherwise.
+pub const DEFAULT_FLOW_CACHE: usize = 1024;
+
 /// Largest MTU a VIF may have: a slot's frame room less Ethernet and two VLAN tags.
 pub const MAX_MTU: u16 = (MAX_FRAME - 22) as u16;
 

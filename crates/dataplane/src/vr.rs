@@ -204,7 +204,7 @@ impl VrConfig {
             punt_burst: 1_000,
             fib4_top_bits: 16,
             fib6_top_bits: 16,
-            flow_cache: 1024,
+            flow_cache: crate::dataplane::DEFAULT_FLOW_CACHE,
             flow_cache_key: FlowCacheKey::Destination,
         }
     }

@@ -280,7 +280,7 @@ impl Touched {
 
     fn pop(&mut self) -> Option<VrId> {
         self.len = self.len.checked_sub(1)?;
-        Some(self.ids[self.len.min(TOUCHED_SLOTS - 1)])
+        Some(self.ids[self.len])
     }
 }
 
