@@ -6,7 +6,8 @@
 //! VLAN (macvlan bridge mode): the first gets the frame, the others copies.
 //!
 //! The tables are built by the control side and published in the data plane's snapshot;
-//! workers only read them. Lookups are two small hash probes (VLAN, then MAC).
+//! workers only read them. A unicast frame takes one probe of a table keyed by (VLAN, MAC)
+//! ([`crate::mactable`]); group-addressed ones one of the VLAN map.
 
 use rustc_hash::FxHashMap;
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
@@ -14,6 +15,7 @@ use vrhost_wire::vlan;
 
 use crate::counters::Drop;
 use crate::flow::{self, Class, flow_key_v4, flow_key_v6};
+use crate::mactable::{MacTable, Target};
 use crate::vr::{DemuxKey, FlowKey, MatchRule, VifConfig, VifId, VrId};
 
 /// A VIF, globally.
@@ -27,12 +29,6 @@ pub struct VifRef {
 
 /// VLAN key for untagged (and priority-tagged, VID 0) frames.
 const UNTAGGED: u16 = 0;
-
-#[derive(Debug, Clone)]
-enum MacTarget {
-    Vif(VifRef),
-    Rules(Vec<(MatchRule, VifRef)>),
-}
 
 #[derive(Debug, Clone, Default)]
 struct VlanDemux {
@@ -49,7 +45,9 @@ struct VlanDemux {
 #[derive(Debug, Clone, Default)]
 pub struct PortDemux {
     vlans: FxHashMap<u16, VlanDemux>,
-    macs: FxHashMap<u64, MacTarget>,
+    macs: MacTable,
+    /// The match rules of keys whose target is [`Target::Rules`].
+    rules: FxHashMap<u64, Vec<(MatchRule, VifRef)>>,
 }
 
 /// The (VLAN, MAC) key of the unicast table: `vid << 48 | mac`.
@@ -175,10 +173,10 @@ impl PortDemux {
         let v = self.vlans.entry(vid).or_default();
         match &cfg.key {
             DemuxKey::Mac => {
-                if self.macs.contains_key(&key) || v.whole.is_some_and(|(m, _)| m == cfg.mac) {
+                if self.macs.contains(key) || v.whole.is_some_and(|(m, _)| m == cfg.mac) {
                     return Err(format!("MAC {} already used on this port/VLAN", cfg.mac));
                 }
-                self.macs.insert(key, MacTarget::Vif(r));
+                self.macs.insert(key, Target::Vif(r));
             }
             DemuxKey::Vlan => {
                 if cfg.vlan.is_none() {
@@ -187,7 +185,7 @@ impl PortDemux {
                 if v.whole.is_some() {
                     return Err(format!("VLAN {vid} already owned by another VIF"));
                 }
-                if self.macs.contains_key(&key) {
+                if self.macs.contains(key) {
                     return Err(format!("MAC {} already used on this port/VLAN", cfg.mac));
                 }
                 v.whole = Some((cfg.mac, r));
@@ -195,17 +193,19 @@ impl PortDemux {
             DemuxKey::Rule(_) if v.whole.is_some_and(|(m, _)| m == cfg.mac) => {
                 return Err(format!("MAC {} already owns VLAN {vid}", cfg.mac));
             }
-            DemuxKey::Rule(rule) => {
-                match self.macs.entry(key).or_insert(MacTarget::Rules(vec![])) {
-                    MacTarget::Rules(rs) => rs.push((rule.clone(), r)),
-                    MacTarget::Vif(_) => {
-                        return Err(format!(
-                            "MAC {} is used by a VIF without a rule on this port/VLAN",
-                            cfg.mac
-                        ));
-                    }
+            DemuxKey::Rule(rule) => match self.macs.get(key) {
+                Some(Target::Vif(_)) => {
+                    return Err(format!(
+                        "MAC {} is used by a VIF without a rule on this port/VLAN",
+                        cfg.mac
+                    ));
                 }
-            }
+                Some(Target::Rules) => self.rules.entry(key).or_default().push((rule.clone(), r)),
+                None => {
+                    self.macs.insert(key, Target::Rules);
+                    self.rules.insert(key, vec![(rule.clone(), r)]);
+                }
+            },
         }
         v.members.push(r);
         Ok(())
@@ -222,16 +222,17 @@ impl PortDemux {
         if v.whole.is_some_and(|(_, w)| w == r) {
             v.whole = None;
         }
-        let empty = match self.macs.get_mut(&key) {
-            Some(MacTarget::Vif(x)) => *x == r,
-            Some(MacTarget::Rules(rs)) => {
+        let empty = match self.macs.get(key) {
+            Some(Target::Vif(x)) => x == r,
+            Some(Target::Rules) => self.rules.get_mut(&key).is_none_or(|rs| {
                 rs.retain(|(_, x)| *x != r);
                 rs.is_empty()
-            }
+            }),
             None => false,
         };
         if empty {
-            self.macs.remove(&key);
+            self.macs.remove(key);
+            self.rules.remove(&key);
         }
         if v.members.is_empty() {
             self.vlans.remove(&vid);
@@ -254,14 +255,15 @@ impl PortDemux {
                 None => Verdict::Drop(Drop::NoVr),
             };
         }
-        match self.macs.get(&key) {
-            Some(MacTarget::Vif(r)) => Verdict::One(*r),
-            Some(MacTarget::Rules(rs)) => {
+        match self.macs.get(key) {
+            Some(Target::Vif(r)) => Verdict::One(r),
+            Some(Target::Rules) => {
                 let Some((k, is_ip)) = rule_key(frame, l2) else {
                     return Verdict::Drop(Drop::NoVr);
                 };
-                rs.iter()
-                    .find(|(rule, _)| rule_matches(rule, &k, is_ip))
+                self.rules
+                    .get(&key)
+                    .and_then(|rs| rs.iter().find(|(rule, _)| rule_matches(rule, &k, is_ip)))
                     .map_or(Verdict::Drop(Drop::NoVr), |(_, r)| Verdict::Rule(*r))
             }
             None => match self.vlans.get(&l2.vid).and_then(|v| v.whole) {

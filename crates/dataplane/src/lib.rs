@@ -24,6 +24,7 @@ mod demux;
 mod error;
 pub mod fastpath;
 pub mod flow;
+mod mactable;
 mod neigh;
 mod node;
 pub mod placement;
