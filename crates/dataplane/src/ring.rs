@@ -344,11 +344,15 @@ impl Consumer {
     pub fn pop_burst(&mut self, out: &mut PktVec, max: usize) -> usize {
         let want = max.min(out.remaining_capacity());
         let n = self.ready(want).min(want);
+        let (buf, mask) = (&self.s.buf, self.s.mask);
         for i in 0..n {
-            // SAFETY: the `n` slots from `head` are inside [head, tail).
-            let p =
-                unsafe { (*self.s.buf[(self.head + i) & self.s.mask].get()).assume_init_read() };
-            out.push(p);
+            // SAFETY: `& mask` keeps the index below `buf.len()` (`mask + 1`); the `n` slots
+            // from `head` are inside [head, tail): initialised, ours to move out. `n` is at
+            // most `out`'s free room, so every push fits.
+            unsafe {
+                let p = (*buf.get_unchecked((self.head + i) & mask).get()).assume_init_read();
+                out.push_unchecked(p);
+            }
         }
         if n > 0 {
             self.head += n;
