@@ -39,22 +39,24 @@ pub(crate) fn vr_input(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let mut v4 = PktVec::new();
     let mut v6 = PktVec::new();
     // VIF rx counters, added up over runs of packets from the same VIF (a VR's vector
-    // mostly comes from one or two).
+    // mostly comes from one or two). A packet from the run's VIF needs no lookup: the VIF
+    // table does not change while a vector runs.
     let mut run: Option<&VifCounters> = None;
+    let mut run_vif = u32::MAX;
     let (mut run_pkts, mut run_bytes) = (0u64, 0u64);
     for p in v.drain(..) {
         let m = *cx.pool.meta(&p);
-        let Some(vif) = cx.vif(m.vif) else {
-            cx.drop(p, Drop::VifGone);
-            continue;
-        };
-        let vc = &*vif.counters[cx.worker];
-        if !run.is_some_and(|r| core::ptr::eq(r, vc)) {
+        if u32::from(m.vif) != run_vif {
+            let Some(vif) = cx.vif(m.vif) else {
+                cx.drop(p, Drop::VifGone);
+                continue;
+            };
             if let Some(r) = run {
                 r.rx_packets.add(run_pkts);
                 r.rx_bytes.add(run_bytes);
             }
-            run = Some(vc);
+            run = Some(&*vif.counters[cx.worker]);
+            run_vif = u32::from(m.vif);
             (run_pkts, run_bytes) = (0, 0);
         }
         run_pkts += 1;
