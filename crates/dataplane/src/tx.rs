@@ -53,24 +53,26 @@ impl TxStage {
         }
     }
 
-    /// Whether port `port`'s stage is full (flush it before the next [`TxStage::push`]).
+    /// Stage `p` (its `Meta::port`, `vif` and `len` already set) for transmission, or hand
+    /// it back if port `port`'s stage is full (flush it, then push again).
+    ///
+    /// One call does both the full check and the push, so the port is looked up once and
+    /// the checked length bounds the three array writes.
     #[inline(always)]
-    pub(crate) fn full(&self, port: u16) -> bool {
-        self.stages[usize::from(port)].pkts.is_full()
-    }
-
-    /// Stage `p` (its `Meta::port`, `vif` and `len` already set) for transmission; the
-    /// stage must not be [`full`](TxStage::full).
-    #[inline(always)]
-    pub(crate) fn push(&mut self, p: Pkt, port: u16, vif: u16, len: u16) {
+    pub(crate) fn try_push(&mut self, p: Pkt, port: u16, vif: u16, len: u16) -> Result<(), Pkt> {
         let s = &mut self.stages[usize::from(port)];
-        if s.pkts.is_empty() {
+        let k = s.pkts.len();
+        if k >= VECTOR {
+            return Err(p);
+        }
+        if k == 0 {
             self.dirty.push(port);
         }
-        let k = s.pkts.len();
         s.vif[k] = vif;
         s.len[k] = len;
-        s.pkts.push(p);
+        // SAFETY: `k < VECTOR`, the vector's capacity, was checked above.
+        unsafe { s.pkts.push_unchecked(p) };
+        Ok(())
     }
 
     /// A fence on every transmit queue that has one (see [`TxQueue::fence`]), after what

@@ -120,11 +120,15 @@ impl<'a> Ctx<'a> {
     /// Stage a finished frame whose metadata already names its egress `port` and `vif`.
     #[inline(always)]
     pub(crate) fn send_tagged(&mut self, p: Pkt, port: u16, vif: u16, len: u16) {
-        if self.tx.full(port) {
+        if let Err(p) = self.tx.try_push(p, port, vif, len) {
             let mut f = self.settle();
             self.tx.flush_port(usize::from(port), &mut f);
+            // The flush emptied the stage, so this cannot fail; were it to, the packet is
+            // still accounted for.
+            if let Err(p) = self.tx.try_push(p, port, vif, len) {
+                self.drop(p, Drop::TxFull);
+            }
         }
-        self.tx.push(p, port, vif, len);
     }
 
     /// Send everything staged.
