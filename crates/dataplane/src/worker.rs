@@ -983,9 +983,13 @@ impl Worker {
         // VIF decision.
         let mut memo: Option<(u64, VifRef)> = None;
         for mut p in v.drain(..) {
-            let m = *pool.meta(&p);
-            bytes += u64::from(m.len);
-            let frame = pool.frame(&p);
+            // One handle check for the metadata, the frame and the tag written below.
+            let (m, slot) = pool.slot_mut(&mut p);
+            let len = m.len;
+            bytes += u64::from(len);
+            let frame: &[u8] = slot
+                .get(usize::from(m.off)..usize::from(m.off) + usize::from(len))
+                .unwrap_or(&[]);
             let packed = parse_l2_packed(frame);
             if packed >> 40 != 0 {
                 wc.drops[Drop::L2Truncated as usize].add(1);
@@ -1005,8 +1009,8 @@ impl Worker {
                     if let Verdict::One(r) = verdict {
                         memo = Some((key, r));
                     }
-                    tag(pool.meta_mut(&mut p), port, r, &l2);
-                    dropped += Self::stage(sh, now, vrs, touched, r.vr, p, m.len, again);
+                    tag(m, port, r, &l2);
+                    dropped += Self::stage(sh, now, vrs, touched, r.vr, p, len, again);
                 }
                 Verdict::Flood(members) if !members.is_empty() => {
                     // Copies for all but the last member; the last takes the original.
@@ -1023,7 +1027,7 @@ impl Worker {
                             continue;
                         };
                         tag(pool.meta_mut(&mut q), port, *r, &l2);
-                        dropped += Self::stage(sh, now, vrs, touched, r.vr, q, m.len, false);
+                        dropped += Self::stage(sh, now, vrs, touched, r.vr, q, len, false);
                     }
                 }
                 Verdict::Flood(_) => {
