@@ -980,8 +980,9 @@ impl Worker {
         let mut bytes = 0u64;
         let mut dropped = 0u64;
         // Consecutive frames mostly go to the same VIF: remember the last (VLAN, MAC) →
-        // VIF decision.
-        let mut memo: Option<(u64, VifRef)> = None;
+        // VIF decision, and the VR's state, so that such a frame needs neither the demux
+        // table nor a look up of its VR by id.
+        let mut memo: Option<(u64, VifRef, &mut LocalVr)> = None;
         for mut p in v.drain(..) {
             // One handle check for the metadata, the frame and the tag written below.
             let (m, slot) = pool.slot_mut(&mut p);
@@ -999,18 +1000,34 @@ impl Worker {
             }
             let l2 = unpack(packed);
             let key = mac_key(l2.vid, frame);
-            // `again`: the same VIF as the last frame, so its VR is already noted as reached.
-            let (verdict, again) = match memo {
-                Some((k, r)) if k == key => (Verdict::One(r), true),
-                _ => (demux.lookup_key(key, frame, &l2), false),
-            };
-            match verdict {
-                Verdict::One(r) | Verdict::Rule(r) => {
-                    if let Verdict::One(r) = verdict {
-                        memo = Some((key, r));
-                    }
+            // The same VIF as the frame before: straight into its VR's ring, which is
+            // already noted as reached.
+            if let Some((k, r, l)) = memo.as_mut()
+                && *k == key
+            {
+                tag(m, port, *r, &l2);
+                dropped += Self::stage_in(sh, now, l, p, len);
+                continue;
+            }
+            // Let go of the memo's VR: the lookups below borrow the VR list.
+            memo = None;
+            match demux.lookup_key(key, frame, &l2) {
+                Verdict::One(r) => {
                     tag(m, port, r, &l2);
-                    dropped += Self::stage(sh, now, vrs, touched, r.vr, p, len, again);
+                    let Some(l) = vrs.get_mut(usize::from(r.vr)).and_then(Option::as_mut) else {
+                        // Cannot happen: demux and the VR list come from the same snapshot.
+                        pool.free(p);
+                        dropped += 1;
+                        continue;
+                    };
+                    touched.note(r.vr, !l.in_burst);
+                    l.in_burst = true;
+                    dropped += Self::stage_in(sh, now, l, p, len);
+                    memo = Some((key, r, l));
+                }
+                Verdict::Rule(r) => {
+                    tag(m, port, r, &l2);
+                    dropped += Self::stage(sh, now, vrs, touched, r.vr, p, len);
                 }
                 Verdict::Flood(members) if !members.is_empty() => {
                     // Copies for all but the last member; the last takes the original.
@@ -1027,7 +1044,7 @@ impl Worker {
                             continue;
                         };
                         tag(pool.meta_mut(&mut q), port, *r, &l2);
-                        dropped += Self::stage(sh, now, vrs, touched, r.vr, q, len, false);
+                        dropped += Self::stage(sh, now, vrs, touched, r.vr, q, len);
                     }
                 }
                 Verdict::Flood(_) => {
@@ -1075,14 +1092,9 @@ impl Worker {
         n
     }
 
-    /// Stage a packet in VR `vr`'s ingress ring (published at the end of the burst, see
-    /// [`Worker::flush_staged`]); returns 1 if it was dropped (ring full, VR quarantined).
-    /// `again`: the frame before it went to the same VIF, so `vr` is noted in `touched`.
-    ///
-    /// Why straight into the ring: a per-VR staging vector cost a copy per packet, and
-    /// with many VRs its 2 KiB per VR was memory every burst walked through.
+    /// Note VR `vr` as reached by this burst and stage a packet in it
+    /// ([`Worker::stage_in`]); returns 1 if it was dropped.
     #[inline(always)]
-    #[expect(clippy::too_many_arguments, reason = "the demux loop's split borrows")]
     fn stage(
         sh: &Shared,
         now: u64,
@@ -1091,18 +1103,25 @@ impl Worker {
         vr: VrId,
         p: Pkt,
         len: u16,
-        again: bool,
     ) -> u64 {
         let Some(l) = vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
             // Cannot happen: demux and the VR list come from the same snapshot.
             sh.pool.free(p);
             return 1;
         };
-        // Frames of one VIF in a row (one VR's traffic) skip even the branch-free note.
-        if !again {
-            touched.note(vr, !l.in_burst);
-            l.in_burst = true;
-        }
+        touched.note(vr, !l.in_burst);
+        l.in_burst = true;
+        Self::stage_in(sh, now, l, p, len)
+    }
+
+    /// Stage a packet in a VR's ingress ring (published at the end of the burst, see
+    /// [`Worker::flush_staged`]); returns 1 if it was dropped (ring full, VR quarantined).
+    /// The VR must be noted in `touched` already.
+    ///
+    /// Why straight into the ring: a per-VR staging vector cost a copy per packet, and
+    /// with many VRs its 2 KiB per VR was memory every burst walked through.
+    #[inline(always)]
+    fn stage_in(sh: &Shared, now: u64, l: &mut LocalVr, p: Pkt, len: u16) -> u64 {
         l.burst += 1;
         if l.quarantined {
             sh.pool.free(p);
