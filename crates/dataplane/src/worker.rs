@@ -1014,14 +1014,11 @@ impl Worker {
             match demux.lookup_key(key, frame, &l2) {
                 Verdict::One(r) => {
                     tag(m, port, r, &l2);
-                    let Some(l) = vrs.get_mut(usize::from(r.vr)).and_then(Option::as_mut) else {
-                        // Cannot happen: demux and the VR list come from the same snapshot.
+                    let Some(l) = Self::reach(vrs, touched, r.vr) else {
                         pool.free(p);
                         dropped += 1;
                         continue;
                     };
-                    touched.note(r.vr, !l.in_burst);
-                    l.in_burst = true;
                     dropped += Self::stage_in(sh, now, l, p, len);
                     memo = Some((key, r, l));
                 }
@@ -1104,14 +1101,25 @@ impl Worker {
         p: Pkt,
         len: u16,
     ) -> u64 {
-        let Some(l) = vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
-            // Cannot happen: demux and the VR list come from the same snapshot.
+        let Some(l) = Self::reach(vrs, touched, vr) else {
             sh.pool.free(p);
             return 1;
         };
+        Self::stage_in(sh, now, l, p, len)
+    }
+
+    /// VR `vr`'s state, noted in `touched` as reached by this burst. `None` cannot happen
+    /// (demux and the VR list come from the same snapshot); the caller drops the packet.
+    #[inline(always)]
+    fn reach<'v>(
+        vrs: &'v mut [Option<LocalVr>],
+        touched: &mut Touched,
+        vr: VrId,
+    ) -> Option<&'v mut LocalVr> {
+        let l = vrs.get_mut(usize::from(vr)).and_then(Option::as_mut)?;
         touched.note(vr, !l.in_burst);
         l.in_burst = true;
-        Self::stage_in(sh, now, l, p, len)
+        Some(l)
     }
 
     /// Stage a packet in a VR's ingress ring (published at the end of the burst, see
