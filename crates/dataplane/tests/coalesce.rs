@@ -7,54 +7,28 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use vrhost_dataplane::port::mem;
-use vrhost_dataplane::port::{RxQueue, TxQueue};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, VrConfig};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, RunVrs, VrConfig};
 
-const SEQ_AT: usize = 14 + 20 + 8;
 const RING: usize = 16384;
 const FRAMES: u32 = 4000;
-
-fn frame(seq: u32) -> Vec<u8> {
-    let l3 = udp4(
-        Ipv4Addr::new(10, 0, 0, 2),
-        Ipv4Addr::new(198, 51, 100, 7),
-        64,
-        1000,
-        2000,
-        &seq.to_be_bytes(),
-    );
-    eth(mac(1), HOST_MAC, None, 0x0800, &l3)
-}
 
 /// Feed [`FRAMES`] frames, one per `gap`, through a worker with `coalesce`; return the
 /// packets per vector the VR ran, after checking every frame left once, in order.
 fn run(coalesce: Duration, gap: Duration) -> f64 {
-    let pool = Pool::new(2 * RING);
-    let dp = Dataplane::new(
-        pool.clone(),
-        DataplaneConfig {
-            workers: 1,
-            ports: vec!["in".into(), "out".into()],
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let Multi {
+        pool,
+        dp,
+        mut workers,
+        mut peers,
+    } = Multi::new(1, &["in", "out"], 2 * RING, RING, RunVrs::default());
     dp.set_rx_coalesce(coalesce).unwrap();
-    let (mut p0, mut peer0) = mem::port(1, 1, RING);
-    let (mut p1, mut peer1) = mem::port(1, 1, RING);
-    let rx: Vec<(u16, Box<dyn RxQueue>)> = vec![
-        (0, Box::new(p0.rx.remove(0))),
-        (1, Box::new(p1.rx.remove(0))),
-    ];
-    let tx: Vec<Box<dyn TxQueue>> = vec![Box::new(p0.tx.remove(0)), Box::new(p1.tx.remove(0))];
-    let mut worker = dp.worker(0, rx, tx).unwrap();
+    let mut worker = workers.remove(0);
+    let (mut peer0, mut peer1) = (peers.remove(0), peers.remove(0));
     let vr = dp.add_vr(VrConfig::new("v")).unwrap();
     arm_router(&dp, "v", (0, mac(1)), (1, mac(2)));
 
@@ -70,7 +44,10 @@ fn run(coalesce: Duration, gap: Duration) -> f64 {
             std::hint::spin_loop();
         }
         next += gap;
-        assert!(peer0.send(&pool, 0, &frame(seq)), "ingress ring full");
+        assert!(
+            peer0.send(&pool, 0, &numbered(mac(1), 0, seq)),
+            "ingress ring full"
+        );
         if seq % 64 == 0 {
             got.extend(peer1.recv_all(&pool));
         }
@@ -83,10 +60,7 @@ fn run(coalesce: Duration, gap: Duration) -> f64 {
     stop.store(true, Ordering::Relaxed);
     t.join().unwrap();
     got.extend(peer1.recv_all(&pool));
-    let seqs: Vec<u32> = got
-        .iter()
-        .map(|f| u32::from_be_bytes(f[SEQ_AT..SEQ_AT + 4].try_into().unwrap()))
-        .collect();
+    let seqs: Vec<u32> = got.iter().map(|f| numbering(f).1).collect();
     assert_eq!(
         seqs,
         (0..FRAMES).collect::<Vec<_>>(),

@@ -10,56 +10,27 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use common::*;
 use vrhost_dataplane::port::mem;
-use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, VrConfig};
+use vrhost_dataplane::{Dataplane, RunVrs, VrConfig};
 
-const TAG_AT: usize = 14 + 20 + 8;
 const RING: usize = 8192;
 
 fn frame(vr: u8, seq: u32) -> Vec<u8> {
-    let mut payload = vec![vr];
-    payload.extend_from_slice(&seq.to_be_bytes());
-    let l3 = udp4(
-        Ipv4Addr::new(10, 0, 0, 2),
-        Ipv4Addr::new(198, 51, 100, 7),
-        64,
-        1000,
-        2000,
-        &payload,
-    );
-    eth(mac(1 + 2 * vr), HOST_MAC, None, 0x0800, &l3)
+    numbered(mac(1 + 2 * vr), vr, seq)
 }
 
 #[test]
 fn workers_join_and_leave_under_traffic_without_loss_or_reordering() {
-    let pool = Pool::new(4 * RING);
-    let dp = Dataplane::new(
-        pool.clone(),
-        DataplaneConfig {
-            workers: 2,
-            ports: vec!["in".into(), "out".into()],
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let (mut ports, mut peers): (Vec<_>, Vec<_>) = (0..2).map(|_| mem::port(2, 2, RING)).unzip();
-    let workers: Vec<_> = (0..2)
-        .map(|w| {
-            let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
-            let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
-            for (p, port) in ports.iter_mut().enumerate() {
-                rx.push((p as u16, Box::new(port.rx.remove(0))));
-                tx.push(Box::new(port.tx.remove(0)));
-            }
-            dp.worker(w, rx, tx).unwrap()
-        })
-        .collect();
+    let Multi {
+        pool,
+        dp,
+        workers,
+        mut peers,
+    } = Multi::new(2, &["in", "out"], 4 * RING, RING, RunVrs::default());
     for (i, name) in ["x", "y"].iter().enumerate() {
         let mut cfg = VrConfig::new(*name);
         cfg.ingress_ring = RING;
@@ -91,8 +62,8 @@ fn workers_join_and_leave_under_traffic_without_loss_or_reordering() {
             for (w, c) in egress.tx.iter_mut().enumerate() {
                 while let Some(p) = c.pop() {
                     let f = pool.frame(&p);
-                    let vr = usize::from(f[TAG_AT]);
-                    let seq = u32::from_be_bytes(f[TAG_AT + 1..TAG_AT + 5].try_into().unwrap());
+                    let (vr, seq) = numbering(f);
+                    let vr = usize::from(vr);
                     pool.free(p);
                     assert_eq!(seq, next[vr], "VR {vr}: lost, duplicated or reordered");
                     next[vr] += 1;
@@ -137,28 +108,12 @@ fn workers_join_and_leave_under_traffic_without_loss_or_reordering() {
 /// falls (driven by hand: loads come from the workers' counters).
 #[test]
 fn the_scaler_follows_the_load() {
-    let pool = Pool::new(4 * RING);
-    let dp = Dataplane::new(
-        pool.clone(),
-        DataplaneConfig {
-            workers: 2,
-            ports: vec!["in".into(), "out".into()],
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let (mut ports, mut peers): (Vec<_>, Vec<_>) = (0..2).map(|_| mem::port(2, 2, RING)).unzip();
-    let mut workers: Vec<_> = (0..2)
-        .map(|w| {
-            let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
-            let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
-            for (p, port) in ports.iter_mut().enumerate() {
-                rx.push((p as u16, Box::new(port.rx.remove(0))));
-                tx.push(Box::new(port.tx.remove(0)));
-            }
-            dp.worker(w, rx, tx).unwrap()
-        })
-        .collect();
+    let Multi {
+        pool,
+        dp,
+        mut workers,
+        mut peers,
+    } = Multi::new(2, &["in", "out"], 4 * RING, RING, RunVrs::default());
     for (i, name) in ["x", "y"].iter().enumerate() {
         dp.add_vr(VrConfig::new(*name)).unwrap();
         let m = 2 * i as u8;

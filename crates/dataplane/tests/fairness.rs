@@ -12,14 +12,9 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
-
 use common::*;
 use vrhost_dataplane::{DpError, Drop, Fairness, MAX_WEIGHT, VECTOR, VrConfig, Watchdog, jain};
 use vrhost_wire::EthernetAddress;
-
-/// Offset of the (VR, sequence) tag in a frame (Ethernet + IPv4 + UDP).
-const TAG_AT: usize = 14 + 20 + 8;
 
 fn in_mac(vr: usize) -> EthernetAddress {
     mac(0x10 + vr as u8)
@@ -48,17 +43,7 @@ fn rig(n: usize, cfg: impl Fn(usize, &mut VrConfig)) -> Rig {
 }
 
 fn frame(vr: usize, seq: u32) -> Vec<u8> {
-    let mut payload = vec![vr as u8];
-    payload.extend_from_slice(&seq.to_be_bytes());
-    let l3 = udp4(
-        Ipv4Addr::new(10, 0, 0, 2),
-        Ipv4Addr::new(198, 51, 100, 7),
-        64,
-        1000,
-        2000,
-        &payload,
-    );
-    eth(in_mac(vr), HOST_MAC, None, 0x0800, &l3)
+    numbered(in_mac(vr), vr as u8, seq)
 }
 
 /// Offered load and what came out, per VR.
@@ -105,10 +90,10 @@ impl Traffic {
     /// that each VR's frames are in sequence (gaps only where frames were dropped).
     fn drain(&mut self, rig: &mut Rig, last: &mut [Option<u32>]) {
         for f in rig.recv(self.n) {
-            let vr = usize::from(f[TAG_AT]);
+            let (vr, seq) = numbering(&f);
+            let vr = usize::from(vr);
             assert_eq!(EthernetAddress::from_bytes(&f[6..12]), out_mac(vr));
             assert_eq!(EthernetAddress::from_bytes(&f[..6]), NBR_MAC);
-            let seq = u32::from_be_bytes(f[TAG_AT + 1..TAG_AT + 5].try_into().unwrap());
             if let Some(l) = last[vr] {
                 assert!(seq > l, "vr{vr}: {seq} after {l}");
             }

@@ -10,28 +10,16 @@
 mod common;
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use vrhost_dataplane::port::mem::{self, MemPeer};
-use vrhost_dataplane::port::{RxQueue, TxQueue};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, RunVrs, VrConfig, Worker};
+use vrhost_dataplane::port::mem::MemPeer;
+use vrhost_dataplane::{Dataplane, Pool, RunVrs, VrConfig, Worker};
 use vrhost_wire::EthernetAddress;
 
-const TAG_AT: usize = 14 + 20 + 8;
 const RING: usize = 8192;
 
-struct Two {
-    pool: Arc<Pool>,
-    dp: Dataplane,
-    workers: Vec<Worker>,
-    /// Port 0 (ingress), port 1 (egress).
-    peers: Vec<MemPeer>,
-}
-
-fn two() -> Two {
+fn two() -> Multi {
     let t = two_with(&["m"]);
     t.dp.pin_vr("m", Some(0)).unwrap();
     t
@@ -39,33 +27,17 @@ fn two() -> Two {
 
 /// Two workers and VRs `names` (VR i: MAC `mac(1 + 2i)` on port 0, `mac(2 + 2i)` on port
 /// 1), all starting on worker 0.
-fn two_with(names: &[&str]) -> Two {
+fn two_with(names: &[&str]) -> Multi {
     two_in(RunVrs::OnOwner, names)
 }
 
-fn two_in(run_vrs: RunVrs, names: &[&str]) -> Two {
-    let pool = Pool::new(4 * RING);
-    let dp = Dataplane::new(
-        pool.clone(),
-        DataplaneConfig {
-            workers: 2,
-            ports: vec!["in".into(), "out".into()],
-            run_vrs,
-        },
-    )
-    .unwrap();
-    let (mut ports, peers): (Vec<_>, Vec<_>) = (0..2).map(|_| mem::port(2, 2, RING)).unzip();
-    let workers = (0..2)
-        .map(|w| {
-            let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
-            let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
-            for (p, port) in ports.iter_mut().enumerate() {
-                rx.push((p as u16, Box::new(port.rx.remove(0))));
-                tx.push(Box::new(port.tx.remove(0)));
-            }
-            dp.worker(w, rx, tx).unwrap()
-        })
-        .collect();
+fn two_in(run_vrs: RunVrs, names: &[&str]) -> Multi {
+    let Multi {
+        pool,
+        dp,
+        workers,
+        peers,
+    } = Multi::new(2, &["in", "out"], 4 * RING, RING, run_vrs);
     for (i, name) in names.iter().enumerate() {
         let mut cfg = VrConfig::new(*name);
         cfg.worker = Some(0);
@@ -75,7 +47,7 @@ fn two_in(run_vrs: RunVrs, names: &[&str]) -> Two {
         let m = 2 * i as u8;
         arm_router(&dp, name, (0, mac(1 + m)), (1, mac(2 + m)));
     }
-    Two {
+    Multi {
         pool,
         dp,
         workers,
@@ -84,17 +56,7 @@ fn two_in(run_vrs: RunVrs, names: &[&str]) -> Two {
 }
 
 fn frame(q: u8, seq: u32) -> Vec<u8> {
-    let mut payload = vec![q];
-    payload.extend_from_slice(&seq.to_be_bytes());
-    let l3 = udp4(
-        Ipv4Addr::new(10, 0, 0, 2),
-        Ipv4Addr::new(198, 51, 100, 7),
-        64,
-        1000,
-        2000,
-        &payload,
-    );
-    eth(mac(1), HOST_MAC, None, 0x0800, &l3)
+    numbered(mac(1), q, seq)
 }
 
 /// Feed `n` frames into each of the two receive queues, numbered on from `seq`.
@@ -125,8 +87,7 @@ impl Sink {
             while let Some(p) = peer.tx[w].pop() {
                 let f = pool.frame(&p);
                 assert_eq!(EthernetAddress::from_bytes(&f[..6]), NBR_MAC);
-                let q = f[TAG_AT];
-                let seq = u32::from_be_bytes(f[TAG_AT + 1..TAG_AT + 5].try_into().unwrap());
+                let (q, seq) = numbering(f);
                 pool.free(p);
                 let next = self.next.entry(q).or_default();
                 assert_eq!(seq, *next, "queue {q}: reordered, lost or duplicated");
@@ -142,7 +103,7 @@ impl Sink {
 
 #[test]
 fn a_moved_vr_waits_for_the_old_owners_transmit_queue() {
-    let Two {
+    let Multi {
         pool,
         dp,
         mut workers,
@@ -226,8 +187,8 @@ fn where_received_moves_and_folds_under_traffic_lose_and_reorder_nothing() {
 
 /// Feed both receive queues from a thread while the workers run on theirs and `churn` is
 /// called every 300 µs with a count; check the sink's order and that nothing is lost.
-fn churn_under_traffic(t: Two, mut churn: impl FnMut(&Dataplane, usize)) {
-    let Two {
+fn churn_under_traffic(t: Multi, mut churn: impl FnMut(&Dataplane, usize)) {
+    let Multi {
         pool,
         dp,
         workers,
@@ -274,7 +235,7 @@ fn churn_under_traffic(t: Two, mut churn: impl FnMut(&Dataplane, usize)) {
 #[test]
 fn rebalance_moves_by_measured_load_and_respects_pins() {
     let names = ["heavy", "light1", "light2", "pinned"];
-    let Two {
+    let Multi {
         pool,
         dp,
         mut workers,
@@ -334,7 +295,7 @@ fn rebalance_moves_by_measured_load_and_respects_pins() {
 /// transmit queue has sent what it had. Placement moves neither the VR nor the queues.
 #[test]
 fn where_received_each_worker_forwards_what_it_received() {
-    let Two {
+    let Multi {
         pool,
         dp,
         mut workers,

@@ -11,14 +11,9 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
-
 use common::*;
 use vrhost_dataplane::{Drop, VECTOR, VrConfig};
 use vrhost_wire::EthernetAddress;
-
-/// Offset of the (VR, sequence) tag in a frame (Ethernet + IPv4 + UDP).
-const TAG_AT: usize = 14 + 20 + 8;
 
 /// VRs "x" (VIFs mac(1) on port 0, mac(2) on port 1) and "y" (mac(3), mac(4)), both routing
 /// 198.51.100.0/24 out of port 1. `x_ring` is x's ingress ring.
@@ -38,28 +33,15 @@ fn rig(pool: usize, ring: usize, x_ring: usize) -> Rig {
 
 /// A frame for VR `vr` (0 = x, 1 = y) with sequence number `seq`.
 fn frame(vr: u8, seq: u32) -> Vec<u8> {
-    let mut payload = vec![vr];
-    payload.extend_from_slice(&seq.to_be_bytes());
-    let l3 = udp4(
-        Ipv4Addr::new(10, 0, 0, 2),
-        Ipv4Addr::new(198, 51, 100, 7),
-        64,
-        1000,
-        2000,
-        &payload,
-    );
-    eth(mac(2 * vr + 1), HOST_MAC, None, 0x0800, &l3)
+    numbered(mac(2 * vr + 1), vr, seq)
 }
 
 /// (VR, sequence) of a frame that left, checking it was forwarded by that VR.
 fn tag_of(f: &[u8]) -> (u8, u32) {
-    let vr = f[TAG_AT];
+    let (vr, seq) = numbering(f);
     assert_eq!(EthernetAddress::from_bytes(&f[6..12]), mac(2 * vr + 2));
     assert_eq!(EthernetAddress::from_bytes(&f[..6]), NBR_MAC);
-    (
-        vr,
-        u32::from_be_bytes(f[TAG_AT + 1..TAG_AT + 5].try_into().unwrap()),
-    )
+    (vr, seq)
 }
 
 #[test]

@@ -12,14 +12,12 @@ mod common;
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use vrhost_dataplane::port::mem::{self, MemPeer};
-use vrhost_dataplane::port::{RxQueue, TxQueue};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VrConfig, Worker};
+use vrhost_dataplane::port::mem::MemPeer;
+use vrhost_dataplane::{Dataplane, IfAddr, Pool, RunVrs, VrConfig};
 use vrhost_fib::NextHop;
 use vrhost_wire::EthernetAddress;
 
@@ -27,45 +25,20 @@ const RING: usize = 4096;
 const NAMES: [&str; 2] = ["a", "b"];
 const NBR0: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x00]);
 const NBR1: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xbb, 0x01]);
-/// Offset of the tag in a frame (Ethernet + IPv4 + UDP).
-const TAG_AT: usize = 14 + 20 + 8;
 
 /// VR `vr`'s VIF MAC on `port`.
 fn vif_mac(vr: usize, port: usize) -> EthernetAddress {
     mac(0x0a + vr as u8 + 0x10 * port as u8)
 }
 
-struct Two {
-    pool: Arc<Pool>,
-    dp: Dataplane,
-    workers: Vec<Worker>,
-    peers: Vec<MemPeer>,
-}
-
-fn two() -> Two {
-    let pool = Pool::new(16384);
-    let dp = Dataplane::new(
-        pool.clone(),
-        DataplaneConfig {
-            workers: 2,
-            ports: vec!["p0".into(), "p1".into()],
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let (mut ports, peers): (Vec<_>, Vec<_>) = (0..2).map(|_| mem::port(2, 2, RING)).unzip();
+fn two() -> Multi {
     // Worker w polls queue w of both ports and transmits on its own tx queue of each.
-    let workers = (0..2)
-        .map(|w| {
-            let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
-            let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
-            for (p, port) in ports.iter_mut().enumerate() {
-                rx.push((p as u16, Box::new(port.rx.remove(0))));
-                tx.push(Box::new(port.tx.remove(0)));
-            }
-            dp.worker(w, rx, tx).unwrap()
-        })
-        .collect();
+    let Multi {
+        pool,
+        dp,
+        workers,
+        peers,
+    } = Multi::new(2, &["p0", "p1"], 16384, RING, RunVrs::default());
     for (v, name) in NAMES.iter().enumerate() {
         let mut cfg = VrConfig::new(*name);
         cfg.worker = Some(v);
@@ -98,7 +71,7 @@ fn two() -> Two {
         vr.neigh.set(0, nh0.into(), NBR0);
         vr.neigh.set(1, nh1.into(), NBR1);
     }
-    Two {
+    Multi {
         pool,
         dp,
         workers,
@@ -272,7 +245,7 @@ fn each_vr_is_forwarded_by_its_owner_only() {
 
 #[test]
 fn two_worker_threads_forward_a_burst_exactly_once() {
-    let Two {
+    let Multi {
         pool,
         dp,
         workers,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use vrhost_dataplane::port::mem::{self, MemPeer};
 use vrhost_dataplane::port::{RxQueue, TxQueue};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, VifConfig, Worker};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, RunVrs, VifConfig, Worker};
 use vrhost_fib::NextHop;
 use vrhost_wire::EthernetAddress;
 use vrhost_wire::ip::Protocol;
@@ -53,6 +53,91 @@ pub fn arm_router(
         )
         .unwrap();
     vr.neigh.set(1, NH.into(), NBR_MAC);
+}
+
+/// Where a [`numbered`] frame's tag lies (after the Ethernet, IPv4 and UDP headers); its
+/// sequence number follows.
+pub const TAG_AT: usize = 14 + 20 + 8;
+
+/// A frame for a two-armed router ([`arm_router`]): UDP from 10.0.0.2 to 198.51.100.7, to
+/// the VIF with MAC `dst`. Its payload is a tag (whose stream it is: a VR, a queue) and a
+/// sequence number, so that what leaves can be checked for loss and order per stream.
+pub fn numbered(dst: EthernetAddress, tag: u8, seq: u32) -> Vec<u8> {
+    let mut payload = vec![tag];
+    payload.extend_from_slice(&seq.to_be_bytes());
+    let l3 = udp4(
+        Ipv4Addr::new(10, 0, 0, 2),
+        Ipv4Addr::new(198, 51, 100, 7),
+        64,
+        1000,
+        2000,
+        &payload,
+    );
+    eth(dst, HOST_MAC, None, 0x0800, &l3)
+}
+
+/// The (tag, sequence number) of a [`numbered`] frame.
+pub fn numbering(f: &[u8]) -> (u8, u32) {
+    let seq = f[TAG_AT + 1..TAG_AT + 5].try_into().unwrap();
+    (f[TAG_AT], u32::from_be_bytes(seq))
+}
+
+/// `n` workers of `dp` on mem `ports`: worker `w` polls receive queue `w` of every port and
+/// transmits on transmit queue `w` of each (each port needs `n` of both).
+pub fn mem_workers(dp: &Dataplane, ports: &mut [mem::MemPort], n: usize) -> Vec<Worker> {
+    (0..n)
+        .map(|w| {
+            let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
+            let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
+            for (p, port) in ports.iter_mut().enumerate() {
+                rx.push((p as u16, Box::new(port.rx.remove(0))));
+                tx.push(Box::new(port.tx.remove(0)));
+            }
+            dp.worker(w, rx, tx).unwrap()
+        })
+        .collect()
+}
+
+/// One data plane with several workers on mem ports, each port with a receive and a transmit
+/// queue per worker ([`mem_workers`]).
+pub struct Multi {
+    pub pool: Arc<Pool>,
+    pub dp: Dataplane,
+    pub workers: Vec<Worker>,
+    pub peers: Vec<MemPeer>,
+}
+
+impl Multi {
+    /// `workers` workers on ports named `ports`, a pool of `pool_slots`, rings of `ring`.
+    pub fn new(
+        workers: usize,
+        ports: &[&str],
+        pool_slots: usize,
+        ring: usize,
+        run_vrs: RunVrs,
+    ) -> Multi {
+        let pool = Pool::new(pool_slots);
+        let dp = Dataplane::new(
+            pool.clone(),
+            DataplaneConfig {
+                workers,
+                ports: ports.iter().map(|&p| p.into()).collect(),
+                run_vrs,
+            },
+        )
+        .unwrap();
+        let (mut mem_ports, peers): (Vec<_>, Vec<_>) = ports
+            .iter()
+            .map(|_| mem::port(workers, workers, ring))
+            .unzip();
+        let workers = mem_workers(&dp, &mut mem_ports, workers);
+        Multi {
+            pool,
+            dp,
+            workers,
+            peers,
+        }
+    }
 }
 
 /// One data plane, `ports` mem ports with one queue each, one worker polling them all.
