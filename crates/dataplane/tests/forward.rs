@@ -335,3 +335,27 @@ fn adjacency_cache_follows_neighbour_and_route_changes() {
     rig.pool.free(vr.punt_recv().unwrap());
     assert_eq!(rig.in_use(), 0);
 }
+
+/// The IPv4 checks judge the frame, not the slot: a frame cut short inside its slot, whose
+/// slot still holds the rest of a valid datagram behind it, is dropped as truncated (header
+/// cut) or of bad length (datagram cut), never forwarded.
+#[test]
+fn bytes_left_in_the_slot_past_the_frame_do_not_count() {
+    let mut rig = Rig::new(2);
+    Blue::default().build(&mut rig);
+    let l3 = udp4(HOST_A, FAR, 64, 1, 2, b"payload");
+    let whole = eth(mac(1), HOST_MAC, None, 0x0800, &l3);
+    // Header cut at 19 bytes; datagram cut one byte short of its total length.
+    for len in [14 + 19, whole.len() - 1] {
+        let mut p = rig.pool.alloc_frame(&whole).unwrap();
+        rig.pool.meta_mut(&mut p).len = len as u16;
+        assert!(rig.peers[0].rx[0].push(p).is_ok());
+    }
+    // And the whole frame, which goes through.
+    rig.send(0, &whole);
+    rig.run();
+    let s = rig.dp.vr("blue").unwrap().stats();
+    assert_drops(&s, &[(Drop::Ip4Truncated, 1), (Drop::Ip4BadLength, 1)]);
+    assert_eq!(rig.recv(1).len(), 1);
+    assert_eq!(rig.in_use(), 0);
+}
