@@ -96,12 +96,26 @@ const MAX_BACKOFF: u32 = 4;
 /// Keys the cache can hash.
 pub(crate) trait CacheKey: Copy + Default + PartialEq {
     fn slot(self, mask: usize) -> usize;
+
+    /// Whether a way holding (`key`, `stamp`) answers for (`want`, `now`).
+    #[inline(always)]
+    fn holds(key: Self, stamp: u32, want: Self, now: u32) -> bool {
+        (stamp == now) & (key == want)
+    }
 }
 
 impl CacheKey for u32 {
     #[inline(always)]
     fn slot(self, mask: usize) -> usize {
         (self.wrapping_mul(0x9e37_79b1) >> 16) as usize & mask
+    }
+
+    /// Key and stamp side by side as one 64-bit word: one load and one compare per way
+    /// (the entry is `repr(C)`, the stamp right after the key).
+    #[inline(always)]
+    fn holds(key: Self, stamp: u32, want: Self, now: u32) -> bool {
+        let word = |k: u32, s: u32| u64::from(k) | u64::from(s) << 32;
+        word(key, stamp) == word(want, now)
     }
 }
 
@@ -232,7 +246,7 @@ impl<K: CacheKey> FlowCache<K> {
         let mut hit = WAYS;
         for w in (0..WAYS).rev() {
             let e = &set.ways[w];
-            let m = (e.stamp == self.stamp) & (e.key == key);
+            let m = K::holds(e.key, e.stamp, key, self.stamp);
             hit = core::hint::select_unpredictable(m, w, hit);
         }
         set.ways.get(hit).map(|e| (e.vif, e.mac))
