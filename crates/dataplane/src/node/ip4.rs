@@ -51,17 +51,15 @@ fn screen(h: &[u8; 20], avail: usize) -> Option<(Ipv4Addr, usize)> {
         .then(|| (Ipv4Addr::new(h[16], h[17], h[18], h[19]), total))
 }
 
-/// RFC 1812 §5.2.2 and the address checks of §5.3.7, on the bytes from the IPv4 header on.
-/// Also returns the datagram length (to trim link-layer padding).
+/// RFC 1812 §5.2.2 and the address checks of §5.3.7, on the bytes from the IPv4 header on:
+/// the whole decision, for what [`screen`] left undecided. Also returns the datagram length
+/// (to trim link-layer padding).
 #[inline]
 fn check(l3: &[u8]) -> (Input, usize) {
     use Input::*;
     let Some(h) = l3.first_chunk::<20>() else {
         return (Drop(crate::counters::Drop::Ip4Truncated), 0);
     };
-    if let Some((dst, total)) = screen(h, l3.len()) {
-        return (Forward(dst), total);
-    }
     if h[0] >> 4 != 4 {
         return (Drop(crate::counters::Drop::Ip4BadVersion), 0);
     }
