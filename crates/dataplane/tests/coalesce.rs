@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, RunVrs, VrConfig};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Pool, VrConfig};
 
 const RING: usize = 16384;
 const FRAMES: u32 = 4000;
@@ -20,14 +20,13 @@ const FRAMES: u32 = 4000;
 /// Feed [`FRAMES`] frames, one per `gap`, through a worker with `coalesce`; return the
 /// packets per vector the VR ran, after checking every frame left once, in order.
 fn run(coalesce: Duration, gap: Duration) -> f64 {
-    let Multi {
+    let Rig {
         pool,
         dp,
-        mut workers,
+        mut worker,
         mut peers,
-    } = Multi::new(1, &["in", "out"], 2 * RING, RING, RunVrs::default());
+    } = Rig::with(2, 2 * RING, RING);
     dp.set_rx_coalesce(coalesce).unwrap();
-    let mut worker = workers.remove(0);
     let (mut peer0, mut peer1) = (peers.remove(0), peers.remove(0));
     let vr = dp.add_vr(VrConfig::new("v")).unwrap();
     arm_router(&dp, "v", (0, mac(1)), (1, mac(2)));

@@ -82,24 +82,8 @@ pub fn numbering(f: &[u8]) -> (u8, u32) {
     (f[TAG_AT], u32::from_be_bytes(seq))
 }
 
-/// `n` workers of `dp` on mem `ports`: worker `w` polls receive queue `w` of every port and
-/// transmits on transmit queue `w` of each (each port needs `n` of both).
-pub fn mem_workers(dp: &Dataplane, ports: &mut [mem::MemPort], n: usize) -> Vec<Worker> {
-    (0..n)
-        .map(|w| {
-            let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
-            let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
-            for (p, port) in ports.iter_mut().enumerate() {
-                rx.push((p as u16, Box::new(port.rx.remove(0))));
-                tx.push(Box::new(port.tx.remove(0)));
-            }
-            dp.worker(w, rx, tx).unwrap()
-        })
-        .collect()
-}
-
-/// One data plane with several workers on mem ports, each port with a receive and a transmit
-/// queue per worker ([`mem_workers`]).
+/// One data plane with several workers on mem ports: worker `w` polls receive queue `w` of
+/// every port and transmits on transmit queue `w` of each.
 pub struct Multi {
     pub pool: Arc<Pool>,
     pub dp: Dataplane,
@@ -130,7 +114,17 @@ impl Multi {
             .iter()
             .map(|_| mem::port(workers, workers, ring))
             .unzip();
-        let workers = mem_workers(&dp, &mut mem_ports, workers);
+        let workers = (0..workers)
+            .map(|w| {
+                let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
+                let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
+                for (p, port) in mem_ports.iter_mut().enumerate() {
+                    rx.push((p as u16, Box::new(port.rx.remove(0))));
+                    tx.push(Box::new(port.tx.remove(0)));
+                }
+                dp.worker(w, rx, tx).unwrap()
+            })
+            .collect();
         Multi {
             pool,
             dp,
@@ -154,30 +148,18 @@ impl Rig {
     }
 
     pub fn with(ports: usize, pool_slots: usize, ring: usize) -> Rig {
-        let pool = Pool::new(pool_slots);
-        let dp = Dataplane::new(
-            pool.clone(),
-            DataplaneConfig {
-                workers: 1,
-                ports: (0..ports).map(|i| format!("p{i}")).collect(),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let mut rx: Vec<(u16, Box<dyn RxQueue>)> = Vec::new();
-        let mut tx: Vec<Box<dyn TxQueue>> = Vec::new();
-        let mut peers = Vec::new();
-        for i in 0..ports {
-            let (mut port, peer) = mem::port(1, 1, ring);
-            rx.push((i as u16, Box::new(port.rx.remove(0))));
-            tx.push(Box::new(port.tx.remove(0)));
-            peers.push(peer);
-        }
-        let worker = dp.worker(0, rx, tx).unwrap();
+        let names: Vec<String> = (0..ports).map(|i| format!("p{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let Multi {
+            pool,
+            dp,
+            mut workers,
+            peers,
+        } = Multi::new(1, &names, pool_slots, ring, RunVrs::default());
         Rig {
             pool,
             dp,
-            worker,
+            worker: workers.remove(0),
             peers,
         }
     }
