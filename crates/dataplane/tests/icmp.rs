@@ -411,7 +411,8 @@ fn no_error_about_multicast_or_broadcast_destinations() {
         &udp6(host_a6(), "ff0e::1".parse().unwrap(), 1, 1, 2, b"m"),
     );
     // Unicast IP in a link-layer broadcast / multicast frame, expiring: no error either
-    // (RFC 1812 §4.3.2.7, RFC 4443 §2.4(e.3)).
+    // (RFC 1812 §4.3.2.7, RFC 4443 §2.4(e.3)); such a frame is not forwarded at all, so it
+    // is dropped at input before its TTL is looked at (RFC 1812 §5.3.4).
     rig.send(
         0,
         &eth(
@@ -458,8 +459,10 @@ fn no_error_about_multicast_or_broadcast_destinations() {
         &[
             (Drop::Ip4Multicast, 1),
             (Drop::Ip6Multicast, 1),
-            (Drop::TtlExpired, 3),
-            (Drop::IcmpSuppressed, 3),
+            (Drop::Ip4LinkBroadcast, 1),
+            (Drop::Ip6LinkMulticast, 1),
+            (Drop::TtlExpired, 1),
+            (Drop::IcmpSuppressed, 1),
         ],
     );
     assert_clean(&mut rig);

@@ -387,11 +387,13 @@ fn program(qp: &Quickpath, xsks: &Map) -> Vec<Insn> {
         Jump(Ne, 2, 0x45, "xsk"),
         ld(Size::B, 2, 7, 22),
         Jump(Le, 2, 1, "xsk"), // TTL expires here: the full path sends the ICMP error
-        // The source: what `ip4-input` lets by without a closer look (not 0/8, 127/8 or
-        // 224/3); it drops the martians among the rest.
+        // The source: what `ip4-input` lets by without a closer look (not 0/8, 127/8,
+        // 169/8 or 224/3); it drops the martians among the rest (169.254/16 is link-local,
+        // never forwarded).
         ld(Size::B, 2, 7, 26),
         Jump(Eq, 2, 0, "xsk"),
         Jump(Eq, 2, 127, "xsk"),
+        Jump(Eq, 2, 169, "xsk"),
         Jump(Ge, 2, 224, "xsk"),
         // Header checksum: the ones' complement sum of the ten words must be 0xffff (the
         // sum of byte-swapped words is the byte-swapped sum, and 0xffff is its own swap).
@@ -795,6 +797,7 @@ mod tests {
         for (what, first) in [
             ("source 0/8", 0u8),
             ("source 127/8", 127),
+            ("source 169/8 (169.254/16 is link-local)", 169),
             ("source 224/3", 240),
         ] {
             let mut f = good.clone();
@@ -806,6 +809,7 @@ mod tests {
         f[12..14].copy_from_slice(&[0x86, 0xdd]);
         cases.push(("not IPv4", f));
         cases.push(("other MAC", frame([0x02, 0, 0, 0, 0, 0x07], 64)));
+        cases.push(("broadcast MAC", frame([0xff; 6], 64)));
         let mut f = good.clone();
         f.truncate(40);
         cases.push(("total length beyond the frame", f));

@@ -599,7 +599,7 @@ impl<'a> Repr<'a> {
 /// May a router send an ICMP error about this datagram? RFC 1812 §4.3.2.7 forbids it when the
 /// datagram is itself an ICMP error, a non-initial fragment, addressed to the limited
 /// broadcast address or a multicast group, or from a source that is not a unique host
-/// (0.0.0.0, 127/8, 255.255.255.255, multicast, 240/4).
+/// (network 0, 127/8, 255.255.255.255, multicast, 240/4).
 ///
 /// Checks only what the datagram says: the caller must also refuse datagrams that arrived as
 /// link-layer broadcast or were sent to a subnet-directed broadcast address, and rate-limit.
@@ -612,7 +612,7 @@ pub fn may_send_error<T: AsRef<[u8]>>(offending: &ipv4::Packet<T>) -> bool {
     if dst.is_broadcast() || dst.is_multicast() {
         return false;
     }
-    if src.is_unspecified()
+    if src.octets()[0] == 0
         || src.is_loopback()
         || src.is_broadcast()
         || src.is_multicast()
@@ -1071,6 +1071,7 @@ mod tests {
         }
         for src in [
             [0, 0, 0, 0],
+            [0, 1, 2, 3],
             [127, 0, 0, 1],
             [255, 255, 255, 255],
             [224, 0, 0, 1],

@@ -530,8 +530,14 @@ impl Fam for V4 {
     fn table(t: &mut Tables, n: usize, seed: u64) -> Routes<V4> {
         t.v4(n, seed)
     }
+    /// What a router forwards at all: no multicast or broadcast, nothing on network 0 or
+    /// 127 and nothing link-local (`ip4-input` drops those whatever the routes say).
     fn ok(vr: &Vr, a: Ipv4Addr, g: &vrhost_fib::Guard) -> bool {
-        !a.is_multicast() && !a.is_broadcast() && forwards(&vr.fib4, a, g)
+        !a.is_multicast()
+            && !a.is_broadcast()
+            && !matches!(a.octets()[0], 0 | 127)
+            && !a.is_link_local()
+            && forwards(&vr.fib4, a, g)
     }
     fn dst(a: Ipv4Addr, vr: u32) -> Dst4 {
         Dst4 {

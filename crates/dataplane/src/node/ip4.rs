@@ -26,36 +26,64 @@ enum Input {
     Forward(Ipv4Addr),
     Punt,
     Drop(Drop),
+    /// Never to be forwarded, but it may be to the router itself: punted if the VR's FIB
+    /// says the destination is local, else dropped for the reason given (see
+    /// [`super::local_or_drop`]).
+    LocalOnly(Ipv4Addr, Drop),
 }
 
-/// Nearly every packet: version 4, no options, ordinary unicast addresses. One screen for
-/// all of it, on the first 20 bytes and the bytes the frame has from the header on
-/// (`avail`): the destination and datagram length of a packet to forward, or `None` for
-/// [`check`] to decide exactly. (The screen lets 240/4 destinations below 255/8 through:
-/// the full checks forward them too.)
+/// Per first octet of an address: [`SRC_OK`] if a source there may be forwarded by the
+/// screen, [`DST_OK`] if a destination. Left out, for [`check`] to decide: network 0 and 127
+/// (never on the wire), 169 (169.254/16 is link-local; the rest of 169/8 is ordinary and
+/// costs the full checks), multicast, and class E as a source. One load per address instead
+/// of a chain of compares.
+const FIRST_OCTET: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 1;
+    while i < 256 {
+        let ordinary = i != 127 && i != 169;
+        if ordinary && i < 224 {
+            t[i] |= SRC_OK;
+        }
+        // 240/4 destinations below 255/8 are forwarded (class E is routable here, as in
+        // Linux); 255/8 is left to `check` for the limited broadcast.
+        if ordinary && (i < 224 || i >= 240) && i != 255 {
+            t[i] |= DST_OK;
+        }
+        i += 1;
+    }
+    t
+};
+const SRC_OK: u8 = 1;
+const DST_OK: u8 = 2;
+
+/// Nearly every packet: version 4, no options, ordinary unicast addresses, a unicast frame.
+/// One screen for all of it, on the first 20 bytes, the bytes the frame has from the header on
+/// (`avail`) and the first byte of the frame's destination MAC (`l2_dst0`): the destination
+/// and datagram length of a packet to forward, or `None` for [`check`] to decide exactly.
 ///
 /// Why apart from `check`: the screen needs no slice of the whole header, so the caller
 /// bounds 20 bytes against the slot, a constant, instead of a range of the frame.
 #[inline(always)]
-fn screen(h: &[u8; 20], avail: usize) -> Option<(Ipv4Addr, usize)> {
+fn screen(h: &[u8; 20], avail: usize, l2_dst0: u8) -> Option<(Ipv4Addr, usize)> {
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    let (s0, d0) = (h[12], h[16]);
+    // Bit 0: source, destination and frame all ordinary.
+    let ordinary =
+        FIRST_OCTET[usize::from(h[12])] & FIRST_OCTET[usize::from(h[16])] >> 1 & !l2_dst0;
     (h[0] == 0x45
         && (20..=avail).contains(&total)
         && header_checksum_ok(h)
-        && s0 != 0
-        && s0 != 127
-        && s0 < 224
-        && d0 & 0xf0 != 0xe0
-        && d0 != 255)
+        && ordinary & SRC_OK != 0)
         .then(|| (Ipv4Addr::new(h[16], h[17], h[18], h[19]), total))
 }
 
-/// RFC 1812 §5.2.2 and the address checks of §5.3.7, on the bytes from the IPv4 header on:
-/// the whole decision, for what [`screen`] left undecided. Also returns the datagram length
-/// (to trim link-layer padding).
+/// RFC 1812 §5.2.2 and the address checks of §5.3.7 (with RFC 3927 §7 for 169.254/16), on
+/// the bytes from the IPv4 header on: the whole decision, for what [`screen`] left
+/// undecided. Also returns the datagram length (to trim link-layer padding). `l2_group`:
+/// the frame was sent to a link-layer broadcast or multicast address, so a unicast datagram
+/// in it may only be for the router itself (§5.3.4).
 #[inline]
-fn check(l3: &[u8]) -> (Input, usize) {
+fn check(l3: &[u8], l2_group: bool) -> (Input, usize) {
     use Input::*;
     let Some(h) = l3.first_chunk::<20>() else {
         return (Drop(crate::counters::Drop::Ip4Truncated), 0);
@@ -80,7 +108,10 @@ fn check(l3: &[u8]) -> (Input, usize) {
         // Limited broadcast (DHCP, RIP …): for the control plane, even from 0.0.0.0.
         return (Punt, total);
     }
-    if src.is_multicast() || src.is_broadcast() || src.is_loopback() || src.is_unspecified() {
+    let (s0, d0) = (src.octets()[0], dst.octets()[0]);
+    // Network 0 ("this network", RFC 1122 §3.2.1.3), 127 (loopback), multicast, class E
+    // and the broadcast address are no host's source.
+    if s0 == 0 || s0 == 127 || s0 >= 224 {
         return (Drop(crate::counters::Drop::Ip4BadSource), 0);
     }
     if dst.is_multicast() {
@@ -91,6 +122,21 @@ fn check(l3: &[u8]) -> (Input, usize) {
         } else {
             (Drop(crate::counters::Drop::Ip4Multicast), 0)
         };
+    }
+    if d0 == 0 || d0 == 127 {
+        return (Drop(crate::counters::Drop::Ip4BadDest), 0);
+    }
+    if src.is_link_local() {
+        return (LocalOnly(dst, crate::counters::Drop::Ip4BadSource), total);
+    }
+    if dst.is_link_local() {
+        return (LocalOnly(dst, crate::counters::Drop::Ip4LinkLocal), total);
+    }
+    if l2_group {
+        return (
+            LocalOnly(dst, crate::counters::Drop::Ip4LinkBroadcast),
+            total,
+        );
     }
     if hl > 20 {
         // IP options (router alert, record route …) are the control plane's business.
@@ -151,29 +197,33 @@ pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
         let (off, l3, len) = (usize::from(m.off), usize::from(m.l3), m.len);
         let at = off + l3;
         let hdr = || slot.get(at..off + usize::from(len)).unwrap_or(&[]);
+        // The destination MAC's first byte (its group bit); a frame too short to have one
+        // went no further than demux.
+        let l2_dst0 = slot.get(off).copied().unwrap_or(1);
         let screened = slot
             .get(at..)
             .and_then(<[u8]>::first_chunk::<20>)
-            .and_then(|h| screen(h, usize::from(len).saturating_sub(l3)));
+            .and_then(|h| screen(h, usize::from(len).saturating_sub(l3), l2_dst0));
         let verdict = match screened {
             Some((dst, total)) => (Input::Forward(dst), total),
-            None => check(hdr()),
+            None => check(hdr(), l2_dst0 & 1 != 0),
         };
         match verdict {
             (Input::Forward(dst), total) => {
+                dsts[fwd.len()] = dst;
+                if take_tuples {
+                    tuples[fwd.len()] = flow::tuple_v4(hdr());
+                }
                 // Drop link-layer padding so what leaves is the datagram alone.
                 let trimmed = (l3 + total) as u16;
                 if trimmed != len {
                     pool.meta_mut(&mut p).len = trimmed;
                 }
-                dsts[fwd.len()] = dst;
-                if take_tuples {
-                    tuples[fwd.len()] = flow::tuple_v4(hdr());
-                }
                 fwd.push(p);
             }
             (Input::Punt, _) => cx.punt(p),
             (Input::Drop(d), _) => cx.drop(p, d),
+            (Input::LocalOnly(dst, d), _) => super::local_or_drop(cx, p, IpAddr::V4(dst), d),
         }
     }
     let t1 = cycles();

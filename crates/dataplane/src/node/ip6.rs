@@ -24,6 +24,9 @@ enum Input {
     Forward(Ipv6Addr),
     Punt,
     Drop(Drop),
+    /// Never to be forwarded, but it may be to the router itself (see
+    /// [`super::local_or_drop`]).
+    LocalOnly(Ipv6Addr, Drop),
 }
 
 #[inline]
@@ -32,8 +35,25 @@ fn is_link_local(a: &Ipv6Addr) -> bool {
 }
 
 /// Checks on the bytes from the IPv6 header on; also returns the packet length.
+/// `l2_group`: the frame was sent to a link-layer multicast address, so a unicast packet in
+/// it may only be for the router itself (as Linux's `ip6_forward` drops what was not sent to
+/// the host's MAC: every VR on the segment would otherwise forward its own copy).
 #[inline]
-fn check(l3: &[u8]) -> (Input, usize) {
+fn check(l3: &[u8], l2_group: bool) -> (Input, usize) {
+    match check_header(l3) {
+        (Input::Forward(dst), total) if is_link_local(&dst) => {
+            (Input::LocalOnly(dst, Drop::Ip6LinkLocal), total)
+        }
+        (Input::Forward(dst), total) if l2_group => {
+            (Input::LocalOnly(dst, Drop::Ip6LinkMulticast), total)
+        }
+        verdict => verdict,
+    }
+}
+
+/// [`check`] but for the link-local scope and the frame's destination.
+#[inline(always)]
+fn check_header(l3: &[u8]) -> (Input, usize) {
     use Input::*;
     if l3.len() < ipv6::HEADER_LEN {
         return (Drop(crate::counters::Drop::Ip6Truncated), 0);
@@ -61,6 +81,10 @@ fn check(l3: &[u8]) -> (Input, usize) {
     }
     if src.is_unspecified() {
         return (Drop(crate::counters::Drop::Ip6BadSource), 0);
+    }
+    if dst.is_unspecified() || dst.is_loopback() {
+        // RFC 4291 §2.5.2–3: never a destination, never forwarded.
+        return (Drop(crate::counters::Drop::Ip6BadDest), 0);
     }
     let nh = p.next_header();
     if nh == Protocol::HOPOPT {
@@ -98,21 +122,23 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     }
     for mut p in v.drain(..) {
         let m = *pool.meta(&p);
-        let l3 = &pool.frame(&p)[usize::from(m.l3)..];
-        match check(l3) {
+        let frame = pool.frame(&p);
+        let l3 = &frame[usize::from(m.l3)..];
+        match check(l3, frame[0] & 1 != 0) {
             (Input::Forward(dst), total) => {
-                let len = u16::from(m.l3) + total as u16;
-                if len != m.len {
-                    pool.meta_mut(&mut p).len = len;
-                }
                 dsts[fwd.len()] = dst;
                 if take_tuples {
                     tuples[fwd.len()] = flow::tuple_v6(l3, dst);
+                }
+                let len = u16::from(m.l3) + total as u16;
+                if len != m.len {
+                    pool.meta_mut(&mut p).len = len;
                 }
                 fwd.push(p);
             }
             (Input::Punt, _) => cx.punt(p),
             (Input::Drop(d), _) => cx.drop(p, d),
+            (Input::LocalOnly(dst, d), _) => super::local_or_drop(cx, p, IpAddr::V6(dst), d),
         }
     }
     cx.count(Node::Ip6Input, n_in, cycles().wrapping_sub(t0));
@@ -202,10 +228,6 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     (out, mac)
                 } else {
                     let Some(set) = id.and_then(|id| cx.vr.fib6.nexthops(id, &guard)) else {
-                        if is_link_local(&dst) {
-                            cx.drop(p, Drop::Ip6LinkLocal);
-                            continue;
-                        }
                         let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
                         icmp::error6(cx, &p, e);
                         cx.drop(p, Drop::NoRoute);
@@ -223,10 +245,6 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     let (nbr, ifindex) = match *hop {
                         NextHop::Local => {
                             cx.punt(p);
-                            continue;
-                        }
-                        _ if is_link_local(&dst) => {
-                            cx.drop(p, Drop::Ip6LinkLocal);
                             continue;
                         }
                         NextHop::Via { addr, ifindex } => (addr, ifindex),

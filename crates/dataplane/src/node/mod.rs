@@ -218,6 +218,36 @@ pub(crate) fn cycles() -> u64 {
     }
 }
 
+/// A packet `ip4-input` or `ip6-input` found must not be forwarded (a link-local address,
+/// a unicast datagram in a link-layer group frame) but may be to the router itself: punted
+/// if the VR's FIB has `dst` as a local address, else dropped as `why`. A FIB lookup per
+/// packet, for packets that are rare; they never reach `forward`, so neither cache there can
+/// send them on.
+#[inline(never)]
+pub(crate) fn local_or_drop(cx: &mut Ctx<'_>, p: Pkt, dst: std::net::IpAddr, why: Drop) {
+    use vrhost_fib::NextHop;
+    let guard = vrhost_fib::pin();
+    let local = match dst {
+        std::net::IpAddr::V4(a) => cx
+            .vr
+            .fib4
+            .lookup(a, &guard)
+            .and_then(|id| cx.vr.fib4.nexthops(id, &guard))
+            .is_some_and(|set| matches!(set.hops().first(), Some(NextHop::Local))),
+        std::net::IpAddr::V6(a) => cx
+            .vr
+            .fib6
+            .lookup(a, &guard)
+            .and_then(|id| cx.vr.fib6.nexthops(id, &guard))
+            .is_some_and(|set| matches!(set.hops().first(), Some(NextHop::Local))),
+    };
+    if local {
+        cx.punt(p);
+    } else {
+        cx.drop(p, why);
+    }
+}
+
 /// Offer the fast path a plain forwarding decision for `dst` (see [`crate::fastpath`]): only
 /// between untagged VIFs, the ingress one demultiplexed by its MAC alone (what a frame's
 /// port and destination MAC identify).
