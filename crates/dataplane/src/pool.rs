@@ -317,15 +317,18 @@ impl Pool {
         }
     }
 
+    /// Whether `p` is a handle of this pool (every other method panics on another pool's).
+    #[inline]
+    pub fn owns(&self, p: &Pkt) -> bool {
+        p.key().wrapping_sub(self.tag) < self.slots.len as u64
+    }
+
     /// Panics unless `p` is a handle of this pool. One subtraction and compare (this runs
     /// on every access, a dozen times per forwarded packet): for another pool's handle
     /// `key - tag` is at least 2³², above any capacity.
     #[inline(always)]
     fn check(&self, p: &Pkt) {
-        assert!(
-            p.key().wrapping_sub(self.tag) < self.slots.len as u64,
-            "packet handle from another pool"
-        );
+        assert!(self.owns(p), "packet handle from another pool");
     }
     /// Give up the handle and keep the slot allocated: the caller now owns slot `index`
     /// through the returned index alone (see "Lending slots to a backend" in the module
@@ -385,7 +388,7 @@ impl Pool {
 
     /// The packet's metadata.
     #[inline]
-    pub fn meta(&self, p: &Pkt) -> &Meta {
+    pub fn meta<'a>(&'a self, p: &'a Pkt) -> &'a Meta {
         self.check(p);
         // SAFETY: `check` bounds the index; `&Pkt` means no `&mut` to this slot exists.
         unsafe { &*self.meta.get_unchecked(p.idx as usize).get() }
@@ -399,9 +402,28 @@ impl Pool {
         unsafe { &mut *self.meta.get_unchecked(p.idx as usize).get() }
     }
 
-    /// The frame's bytes.
+    /// The frame's bytes, for as long as the handle is held (so not past
+    /// [`Pool::free`], after which the slot's next owner may write it):
+    ///
+    /// ```
+    /// let pool = vrhost_dataplane::Pool::new(1);
+    /// let p = pool.alloc_frame(&[1, 2, 3]).unwrap();
+    /// let f = pool.frame(&p);
+    /// assert_eq!(f, [1, 2, 3]);
+    /// pool.free(p);
+    /// ```
+    ///
+    /// ```compile_fail,E0505
+    /// let pool = vrhost_dataplane::Pool::new(1);
+    /// let p = pool.alloc_frame(&[1, 2, 3]).unwrap();
+    /// let f = pool.frame(&p);
+    /// pool.free(p);
+    /// assert_eq!(f, [1, 2, 3]);
+    /// ```
+    ///
+    /// The same holds for [`Pool::meta`] and [`Pool::slot`].
     #[inline]
-    pub fn frame(&self, p: &Pkt) -> &[u8] {
+    pub fn frame<'a>(&'a self, p: &'a Pkt) -> &'a [u8] {
         let m = *self.meta(p);
         // SAFETY: bounded by `meta`'s check; shared access as for `meta`.
         let slot = unsafe { &*self.slots.slots().get_unchecked(p.idx as usize).0.get() };
@@ -433,7 +455,7 @@ impl Pool {
 
     /// Metadata and the whole slot, read-only (one check for both).
     #[inline(always)]
-    pub fn slot(&self, p: &Pkt) -> (&Meta, &[u8; SLOT_SIZE]) {
+    pub fn slot<'a>(&'a self, p: &'a Pkt) -> (&'a Meta, &'a [u8; SLOT_SIZE]) {
         self.check(p);
         let i = p.idx as usize;
         // SAFETY: bounded by `check`; `&Pkt` means no `&mut` to this slot exists.

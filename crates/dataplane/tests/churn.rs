@@ -218,12 +218,13 @@ fn adding_and_removing_vrs_under_traffic_loses_nothing_of_the_others() {
                             && f[..6] == NBR_MAC.0
                             && f[14 + 8] == 63;
                         if !ok {
-                            pool.free(p);
-                            return Err(fail(format!(
+                            let msg = format!(
                                 "sink: expected steady frame {}, got {seq} ({} bytes)",
                                 sunk.steady,
                                 f.len()
-                            )));
+                            );
+                            pool.free(p);
+                            return Err(fail(msg));
                         }
                         sunk.steady += 1;
                         received.store(sunk.steady, Ordering::Release);
