@@ -353,7 +353,8 @@ impl Daemon {
                 last_scale = Instant::now();
             }
             if self.dp.active_workers() > 1 && last_place.elapsed() > PLACEMENT_EVERY {
-                for (vr, from, to) in self.dp.rebalance(0.1, 2) {
+                let moves = self.dp.rebalance(0.1, 2).expect("0.1 is a valid margin");
+                for (vr, from, to) in moves {
                     info!("placement: VR {vr} moved from worker {from} to worker {to} (load)");
                 }
                 last_place = Instant::now();

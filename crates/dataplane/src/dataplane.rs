@@ -541,12 +541,15 @@ impl Dataplane {
             None if snap.vrs.len() < usize::from(VrId::MAX) => snap.vrs.len(),
             None => return Err(DpError::TooMany("virtual routers")),
         } as VrId;
+        // The worker in use (see `set_active_workers`) with the fewest VRs.
         let owner = config.worker.unwrap_or_else(|| {
             let mut load = vec![0usize; self.0.workers];
             for s in snap.vrs.iter().flatten() {
                 load[s.owner] += 1;
             }
-            (0..self.0.workers).min_by_key(|w| load[*w]).unwrap_or(0)
+            (0..self.active_workers().max(1))
+                .min_by_key(|w| load[*w])
+                .unwrap_or(0)
         });
         let (tx, mut rx): (Vec<_>, Vec<_>) = (0..self.0.workers)
             .map(|_| ring(config.ingress_ring))
@@ -581,6 +584,7 @@ impl Dataplane {
             ingress_tx: tx.into_iter().map(|p| Mutex::new(Some(p))).collect(),
             ingress_local: local,
             handoff: Mutex::new(Some(Handoff::new(rx))),
+            removed: AtomicBool::new(false),
             punt: ArrayQueue::new(config.punt_queue),
             inject: ArrayQueue::new(1024),
             counters: per_worker(self.0.workers),
@@ -617,6 +621,15 @@ impl Dataplane {
             }
             snap.vrs[usize::from(s.vr.id)] = None;
         });
+        // Rings waiting in the hand-off slot (a VR created or moving, not yet taken over)
+        // have no owner to drain them now.
+        {
+            let mut slot = s.vr.handoff.lock().unwrap_or_else(|e| e.into_inner());
+            s.vr.removed.store(true, Ordering::Relaxed);
+            if let Some(h) = slot.as_mut() {
+                h.retire(&self.0.pool);
+            }
+        }
         if let Some(fp) = self.0.fast.get() {
             fp.publish(s.vr.id, crate::fastpath::retired(s.vr.fast_base));
         }
@@ -813,9 +826,21 @@ impl Dataplane {
     /// periodically (the daemon: every second). With [`RunVrs::WhereReceived`] a VR's load
     /// lies where its frames arrive, so nothing is moved for load: owners (injected frames)
     /// leave workers out of use and go back to their pins, and receive queues stay home.
-    pub fn rebalance(&self, margin: f64, max_moves: usize) -> Vec<(String, usize, usize)> {
+    /// A margin that is negative or not a number is refused, and nothing moves.
+    pub fn rebalance(
+        &self,
+        margin: f64,
+        max_moves: usize,
+    ) -> Result<Vec<(String, usize, usize)>, DpError> {
+        if !(margin.is_finite() && margin >= 0.0) {
+            return Err(bad(
+                "data plane",
+                "rebalance margin",
+                format!("{margin} is not a finite fraction of 0 or more"),
+            ));
+        }
         let _g = self.ctl();
-        self.replan(self.active_workers(), margin, max_moves)
+        Ok(self.replan(self.active_workers(), margin, max_moves))
     }
 
     /// Workers in use for forwarding (`0..n`; all of them unless
@@ -1219,6 +1244,10 @@ impl Dataplane {
     /// frame carries its own L2 header). The VR's owner worker sends it. On error the packet
     /// is given back.
     pub fn inject(&self, vr: &str, vif: VifId, mut p: Pkt) -> Result<(), (DpError, Pkt)> {
+        if !self.0.pool.owns(&p) {
+            let why = "the packet is not from the data plane's pool";
+            return Err((bad(&format!("virtual router {vr:?}"), "inject", why), p));
+        }
         let Some(s) = self.find(vr) else {
             return Err((DpError::NoVr(vr.into()), p));
         };

@@ -14,7 +14,7 @@
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -28,6 +28,9 @@ struct Shared {
     head: CachePadded<AtomicUsize>,
     /// Next position the producer writes (written by the producer only).
     tail: CachePadded<AtomicUsize>,
+    /// The consumer's side was closed (its VR removed): nobody waits for what is in the
+    /// ring any more, so every [`Mark`] has passed.
+    closed: AtomicBool,
 }
 
 // SAFETY: a slot is written only by the producer while it is outside [head, tail) and read
@@ -108,6 +111,7 @@ pub fn ring(capacity: usize) -> (Producer, Consumer) {
         mask: cap - 1,
         head: CachePadded::new(AtomicUsize::new(0)),
         tail: CachePadded::new(AtomicUsize::new(0)),
+        closed: AtomicBool::new(false),
     });
     (
         Producer {
@@ -287,7 +291,7 @@ impl Mark {
     /// Whether the consumer has taken every packet pushed before the mark (`Acquire`: what
     /// the consumer did with them happened before).
     pub fn passed(&self) -> bool {
-        self.s.head.load(Ordering::Acquire) >= self.at
+        self.s.head.load(Ordering::Acquire) >= self.at || self.s.closed.load(Ordering::Acquire)
     }
 }
 
@@ -363,7 +367,19 @@ impl Consumer {
 
     /// Whether the producer end still exists (something may still be pushed).
     pub fn producer_alive(&self) -> bool {
-        Arc::strong_count(&self.s) > 1
+        let alive = Arc::strong_count(&self.s) > 1;
+        // `strong_count` is a relaxed load; the fence pairs it with the release in the
+        // producer's drop, so that once it is seen gone its last pushes are seen too (and a
+        // drain after this takes them all).
+        std::sync::atomic::fence(Ordering::Acquire);
+        alive
+    }
+
+    /// Declare that nothing in the ring will be waited for (its VR is gone): every
+    /// [`Mark`] on it passes from now on, whatever is still pushed. Packets in it must still
+    /// be drained.
+    pub fn close(&mut self) {
+        self.s.closed.store(true, Ordering::Release);
     }
 
     /// Hand every waiting packet to `f` (used to return them to the pool when a ring is

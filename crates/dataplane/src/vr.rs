@@ -308,6 +308,9 @@ pub struct Vr {
     /// VR's worker-local state. Filled when the VR is created and by an owner giving it up;
     /// emptied by the owner taking it.
     pub(crate) handoff: Mutex<Option<Handoff>>,
+    /// Set by [`crate::Dataplane::remove_vr`] while it holds `handoff`'s lock: an owner
+    /// handing the VR over after that retires the rings instead (see `Handoff::retire`).
+    pub(crate) removed: AtomicBool,
     pub(crate) punt: ArrayQueue<Pkt>,
     pub(crate) inject: ArrayQueue<Pkt>,
     pub(crate) counters: Box<[CachePadded<VrCounters>]>,

@@ -145,6 +145,17 @@ pub(crate) struct Handoff {
 }
 
 impl Handoff {
+    /// The VR was removed while its rings waited here for an owner that will never take
+    /// them: close them (a receive queue that moved waits on marks in them) and return
+    /// their packets to the pool. The rings stay; what a producer still pushes before it
+    /// sees the removal is freed when the VR is dropped.
+    pub(crate) fn retire(&mut self, pool: &crate::pool::Pool) {
+        for c in &mut self.consumers {
+            c.close();
+            c.drain(|p| pool.free(p));
+        }
+    }
+
     /// What a new VR starts with.
     pub(crate) fn new(consumers: Vec<Consumer>) -> Handoff {
         Handoff {
@@ -707,15 +718,19 @@ impl Worker {
             return true;
         }
         let vrs = &mut self.vrs;
+        // A VR that cannot take packets any more — removed, quarantined, unreachable from
+        // here — holds nothing back: the queue is polled, and what it holds for that VR is
+        // dropped and counted at demux. (Were it to count as full, the queue would never be
+        // polled again: only polling it resets `fed`, and the other VRs it feeds would starve.)
         t.fed.iter().any(|&vr| {
             let Some(l) = vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
-                return false;
+                return true;
             };
             if l.snap.vr.quarantined.load(Ordering::Relaxed) {
-                return false;
+                return true;
             }
             let Some(p) = l.producer.as_mut() else {
-                return false;
+                return true;
             };
             let level = budget.min(p.capacity().saturating_sub(VECTOR)).max(1);
             p.queued(level) < level
@@ -806,6 +821,11 @@ impl Worker {
                 h.fences.extend(self.tx.fences(&self.sh.pool));
                 let mut slot = s.vr.handoff.lock().unwrap_or_else(|e| e.into_inner());
                 debug_assert!(slot.is_none(), "only the holder fills the hand-off slot");
+                // Removed since this snapshot (`remove_vr` sets the flag under this lock,
+                // after publishing, so one of the two retires the rings).
+                if s.vr.removed.load(Ordering::Relaxed) {
+                    h.retire(&self.sh.pool);
+                }
                 *slot = Some(h);
             }
             if l.own.is_some() {

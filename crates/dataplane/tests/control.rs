@@ -218,3 +218,27 @@ fn removing_a_vr_frees_what_was_queued_for_it() {
     assert!(rig.dp.vr("a").is_none());
     assert_eq!(rig.in_use(), 0);
 }
+
+/// `inject` of a packet from another pool is refused and the packet handed back (it used to
+/// panic in the pool's handle check).
+#[test]
+fn inject_refuses_a_packet_of_another_pool() {
+    let mut rig = Rig::new(2);
+    rig.dp.add_vr(VrConfig::new("a")).unwrap();
+    arm_router(&rig.dp, "a", (0, mac(1)), (1, mac(2)));
+    let other = vrhost_dataplane::Pool::new(4);
+    let p = other.alloc_frame(&[0u8; 60]).unwrap();
+    let (e, p) = rig.dp.inject("a", 1, p).unwrap_err();
+    assert!(
+        e.to_string().contains("not from the data plane's pool"),
+        "{e}"
+    );
+    other.free(p);
+    assert_eq!(other.available(), 4);
+    // The VR still injects its own pool's packets.
+    let q = rig.pool.alloc_frame(&numbered(mac(9), 0, 0)).unwrap();
+    rig.dp.inject("a", 1, q).unwrap();
+    rig.run();
+    assert_eq!(rig.recv(1).len(), 1);
+    assert_eq!(rig.in_use(), 0);
+}
