@@ -27,11 +27,16 @@ pub enum Class {
     Arp = 3,
 }
 
+/// In [`crate::Meta::class`] beside the class: the frame's destination MAC was a group
+/// (broadcast or multicast) address. A unicast datagram in such a frame is never forwarded
+/// (RFC 1812 §5.3.4); demux notes it so that the IP nodes need not read the MAC again.
+pub const L2_GROUP: u8 = 0x80;
+
 impl Class {
-    /// From the stored byte.
+    /// From the stored byte (its [`L2_GROUP`] bit ignored).
     #[inline]
     pub const fn from_u8(v: u8) -> Class {
-        match v {
+        match v & !L2_GROUP {
             1 => Class::Ipv4,
             2 => Class::Ipv6,
             3 => Class::Arp,

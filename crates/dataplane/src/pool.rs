@@ -99,7 +99,8 @@ pub struct Meta {
     pub vr: u16,
     /// Offset of the L3 header from the frame start (after any VLAN tags).
     pub l3: u8,
-    /// L3 class found by demux (see `demux::Class`).
+    /// L3 class found by demux (see `demux::Class`), with [`crate::flow::L2_GROUP`] set if
+    /// the frame was sent to a link-layer broadcast or multicast address.
     pub class: u8,
 }
 

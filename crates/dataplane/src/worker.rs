@@ -419,15 +419,17 @@ fn before_tsc(a: u64, b: u64) -> bool {
     (a.wrapping_sub(b) as i64) < 0
 }
 
-/// Record demux's findings in a packet's metadata.
+/// Record demux's findings in a packet's metadata; `key` is the frame's (VLAN, MAC) key
+/// (`demux::mac_key`), whose bit 40 is the destination MAC's group bit.
 #[inline(always)]
-fn tag(m: &mut crate::Meta, port: PortId, r: VifRef, l2: &crate::L2Info) {
+fn tag(m: &mut crate::Meta, port: PortId, r: VifRef, l2: &crate::L2Info, key: u64) {
     m.port = port;
     m.vr = r.vr;
     m.vif = r.vif;
     m.l3 = l2.l3 as u8;
-    m.class = l2.class as u8;
+    m.class = l2.class as u8 | ((key >> 40) as u8 & 1) << 7;
 }
+const _: () = assert!(crate::flow::L2_GROUP == 1 << 7);
 
 /// One forwarding thread's state. Create with [`crate::Dataplane::worker`]; drive with
 /// [`Worker::run`] on a thread of its own, or [`Worker::poll`] step by step (tests).
@@ -1025,7 +1027,7 @@ impl Worker {
             if let Some((k, r, l)) = memo.as_mut()
                 && *k == key
             {
-                tag(m, port, *r, &l2);
+                tag(m, port, *r, &l2, key);
                 dropped += Self::stage_in(sh, now, l, p, len);
                 continue;
             }
@@ -1033,7 +1035,7 @@ impl Worker {
             memo = None;
             match demux.lookup_key(key, frame, &l2) {
                 Verdict::One(r) => {
-                    tag(m, port, r, &l2);
+                    tag(m, port, r, &l2, key);
                     let Some(l) = Self::reach(vrs, touched, r.vr) else {
                         pool.free(p);
                         dropped += 1;
@@ -1043,7 +1045,7 @@ impl Worker {
                     memo = Some((key, r, l));
                 }
                 Verdict::Rule(r) => {
-                    tag(m, port, r, &l2);
+                    tag(m, port, r, &l2, key);
                     dropped += Self::stage(sh, now, vrs, touched, r.vr, p, len);
                 }
                 Verdict::Flood(members) if !members.is_empty() => {
@@ -1060,7 +1062,7 @@ impl Worker {
                             dropped += 1;
                             continue;
                         };
-                        tag(pool.meta_mut(&mut q), port, *r, &l2);
+                        tag(pool.meta_mut(&mut q), port, *r, &l2, key);
                         dropped += Self::stage(sh, now, vrs, touched, r.vr, q, len);
                     }
                 }

@@ -1,7 +1,7 @@
 //! `vr-input`: the first node of a VR's vector — split by protocol — and the inject path.
 
 use crate::counters::{Drop, Node, VifCounters};
-use crate::flow::Class;
+use crate::flow::{Class, L2_GROUP};
 use crate::node::{Ctx, Scratch, cycles};
 use crate::pool::MAX_FRAME;
 use crate::vector::PktVec;
@@ -38,6 +38,9 @@ pub(crate) fn vr_input(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     }
     let mut v4 = PktVec::new();
     let mut v6 = PktVec::new();
+    // IPv4 frames sent to a link-layer group address, apart: they take the full checks, and
+    // the unicast vector's screen need not look (RFC 1812 §5.3.4; see `ip4::screen`).
+    let mut v4_group = PktVec::new();
     // VIF rx counters, added up over runs of packets from the same VIF (a VR's vector
     // mostly comes from one or two). A packet from the run's VIF needs no lookup: the VIF
     // table does not change while a vector runs.
@@ -62,7 +65,8 @@ pub(crate) fn vr_input(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
         run_pkts += 1;
         run_bytes += u64::from(m.len);
         match Class::from_u8(m.class) {
-            Class::Ipv4 => v4.push(p),
+            Class::Ipv4 if m.class & L2_GROUP == 0 => v4.push(p),
+            Class::Ipv4 => v4_group.push(p),
             Class::Ipv6 => v6.push(p),
             Class::Arp => cx.punt(p),
             Class::Other => cx.drop(p, Drop::UnknownEthertype),
@@ -74,7 +78,10 @@ pub(crate) fn vr_input(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     }
     cx.count(Node::VrInput, n, cycles().wrapping_sub(t0));
     if !v4.is_empty() {
-        crate::node::ip4::ip4(cx, &mut v4, sc);
+        crate::node::ip4::ip4::<false>(cx, &mut v4, sc);
+    }
+    if !v4_group.is_empty() {
+        crate::node::ip4::ip4::<true>(cx, &mut v4_group, sc);
     }
     if !v6.is_empty() {
         crate::node::ip6::ip6(cx, &mut v6, sc);

@@ -37,7 +37,7 @@ enum Input {
 /// (never on the wire), 169 (169.254/16 is link-local; the rest of 169/8 is ordinary and
 /// costs the full checks), multicast, and class E as a source. One load per address instead
 /// of a chain of compares.
-const FIRST_OCTET: [u8; 256] = {
+static FIRST_OCTET: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut i = 1;
     while i < 256 {
@@ -57,19 +57,19 @@ const FIRST_OCTET: [u8; 256] = {
 const SRC_OK: u8 = 1;
 const DST_OK: u8 = 2;
 
-/// Nearly every packet: version 4, no options, ordinary unicast addresses, a unicast frame.
-/// One screen for all of it, on the first 20 bytes, the bytes the frame has from the header on
-/// (`avail`) and the first byte of the frame's destination MAC (`l2_dst0`): the destination
-/// and datagram length of a packet to forward, or `None` for [`check`] to decide exactly.
+/// Nearly every packet: version 4, no options, ordinary unicast addresses (and a unicast
+/// frame: `vr-input` sends frames to link-layer group addresses through a vector of their
+/// own, which skips the screen). One screen for all of it, on the first 20 bytes and the
+/// bytes the frame has from the header on (`avail`): the destination and datagram length of
+/// a packet to forward, or `None` for [`check`] to decide exactly.
 ///
 /// Why apart from `check`: the screen needs no slice of the whole header, so the caller
 /// bounds 20 bytes against the slot, a constant, instead of a range of the frame.
 #[inline(always)]
-fn screen(h: &[u8; 20], avail: usize, l2_dst0: u8) -> Option<(Ipv4Addr, usize)> {
+fn screen(h: &[u8; 20], avail: usize) -> Option<(Ipv4Addr, usize)> {
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    // Bit 0: source, destination and frame all ordinary.
-    let ordinary =
-        FIRST_OCTET[usize::from(h[12])] & FIRST_OCTET[usize::from(h[16])] >> 1 & !l2_dst0;
+    // Bit 0: source and destination both ordinary.
+    let ordinary = FIRST_OCTET[usize::from(h[12])] & FIRST_OCTET[usize::from(h[16])] >> 1;
     (h[0] == 0x45
         && (20..=avail).contains(&total)
         && header_checksum_ok(h)
@@ -174,8 +174,9 @@ fn ttl_dec_checksum(hc: u16) -> u16 {
     !(((x & 0xffff) + (x >> 16)) as u16)
 }
 
-/// Run a vector of IPv4 packets of one VR.
-pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
+/// Run a vector of IPv4 packets of one VR; `L2_GROUP`: all of them came in frames to a
+/// link-layer group address (else none did).
+pub(crate) fn ip4<const L2_GROUP: bool>(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let t0 = cycles();
     let n_in = v.len();
     let pool = cx.pool;
@@ -197,16 +198,14 @@ pub(crate) fn ip4(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
         let (off, l3, len) = (usize::from(m.off), usize::from(m.l3), m.len);
         let at = off + l3;
         let hdr = || slot.get(at..off + usize::from(len)).unwrap_or(&[]);
-        // The destination MAC's first byte (its group bit); a frame too short to have one
-        // went no further than demux.
-        let l2_dst0 = slot.get(off).copied().unwrap_or(1);
         let screened = slot
             .get(at..)
             .and_then(<[u8]>::first_chunk::<20>)
-            .and_then(|h| screen(h, usize::from(len).saturating_sub(l3), l2_dst0));
+            .filter(|_| !L2_GROUP)
+            .and_then(|h| screen(h, usize::from(len).saturating_sub(l3)));
         let verdict = match screened {
             Some((dst, total)) => (Input::Forward(dst), total),
-            None => check(hdr(), l2_dst0 & 1 != 0),
+            None => check(hdr(), L2_GROUP),
         };
         match verdict {
             (Input::Forward(dst), total) => {

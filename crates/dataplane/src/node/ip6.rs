@@ -122,9 +122,8 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     }
     for mut p in v.drain(..) {
         let m = *pool.meta(&p);
-        let frame = pool.frame(&p);
-        let l3 = &frame[usize::from(m.l3)..];
-        match check(l3, frame[0] & 1 != 0) {
+        let l3 = &pool.frame(&p)[usize::from(m.l3)..];
+        match check(l3, m.class & flow::L2_GROUP != 0) {
             (Input::Forward(dst), total) => {
                 dsts[fwd.len()] = dst;
                 if take_tuples {
