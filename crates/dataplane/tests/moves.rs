@@ -32,6 +32,11 @@ fn two_with(names: &[&str]) -> Multi {
 }
 
 fn two_in(run_vrs: RunVrs, names: &[&str]) -> Multi {
+    two_on(run_vrs, 0, names)
+}
+
+/// As [`two_with`], the VRs starting on worker `worker`.
+fn two_on(run_vrs: RunVrs, worker: usize, names: &[&str]) -> Multi {
     let Multi {
         pool,
         dp,
@@ -40,7 +45,7 @@ fn two_in(run_vrs: RunVrs, names: &[&str]) -> Multi {
     } = Multi::new(2, &["in", "out"], 4 * RING, RING, run_vrs);
     for (i, name) in names.iter().enumerate() {
         let mut cfg = VrConfig::new(*name);
-        cfg.worker = Some(0);
+        cfg.worker = Some(worker);
         cfg.ingress_ring = RING;
         dp.add_vr(cfg).unwrap();
         dp.pin_vr(name, None).unwrap();
@@ -380,14 +385,7 @@ fn removing_a_vr_in_the_middle_of_a_move_does_not_stall_a_moved_receive_queue() 
         dp,
         mut workers,
         mut peers,
-    } = Multi::new(2, &["in", "out"], 8192, 2048, RunVrs::OnOwner);
-    for (name, i) in [("x", 0u8), ("y", 1u8)] {
-        let mut cfg = VrConfig::new(name);
-        cfg.worker = Some(1);
-        dp.add_vr(cfg).unwrap();
-        dp.pin_vr(name, None).unwrap();
-        arm_router(&dp, name, (0, mac(1 + 2 * i)), (1, mac(2 + 2 * i)));
-    }
+    } = two_on(RunVrs::OnOwner, 1, &["x", "y"]);
     workers[0].poll();
     workers[1].poll();
     // Worker 1's queue of port "in": a full burst for y, then 10 frames for x, which wait
@@ -454,14 +452,7 @@ fn rebalance_refuses_a_bad_margin() {
         dp,
         mut workers,
         mut peers,
-    } = Multi::new(2, &["in", "out"], 4096, 1024, RunVrs::OnOwner);
-    for (name, i) in [("a", 0u8), ("b", 1u8)] {
-        let mut cfg = VrConfig::new(name);
-        cfg.worker = Some(0);
-        dp.add_vr(cfg).unwrap();
-        dp.pin_vr(name, None).unwrap();
-        arm_router(&dp, name, (0, mac(1 + 2 * i)), (1, mac(2 + 2 * i)));
-    }
+    } = two_with(&["a", "b"]);
     for w in &mut workers {
         w.set_cost_model(Some(Box::new(|_, n| 1000 * n as u64)));
     }

@@ -48,7 +48,11 @@ fn blue_with_defaults(flow_cache: bool) -> (Rig, Arc<Vr>) {
 }
 
 fn v4(dst: EthernetAddress, src: Ipv4Addr, to: Ipv4Addr) -> Vec<u8> {
-    eth(dst, HOST_MAC, None, 0x0800, &udp4(src, to, 64, 1, 2, b"m"))
+    v4_ttl(dst, src, to, 64)
+}
+
+fn v4_ttl(dst: EthernetAddress, src: Ipv4Addr, to: Ipv4Addr, ttl: u8) -> Vec<u8> {
+    eth(dst, HOST_MAC, None, 0x0800, &udp4(src, to, ttl, 1, 2, b"m"))
 }
 
 fn v6(dst: EthernetAddress, src: Ipv6Addr, to: Ipv6Addr) -> Vec<u8> {
@@ -187,16 +191,7 @@ fn unicast_in_a_link_layer_group_frame_is_not_forwarded() {
 fn no_icmp_error_to_a_source_on_network_zero() {
     let mut rig = Rig::new(2);
     let vr = Blue::default().build(&mut rig);
-    rig.send(
-        0,
-        &eth(
-            mac(1),
-            HOST_MAC,
-            None,
-            0x0800,
-            &udp4(Ipv4Addr::new(0, 1, 2, 3), FAR, 1, 1, 2, b"z"),
-        ),
-    );
+    rig.send(0, &v4_ttl(mac(1), Ipv4Addr::new(0, 1, 2, 3), FAR, 1));
     rig.run();
     assert!(rig.recv(0).is_empty(), "an ICMP error went back");
     assert_eq!(vr.stats().icmp_sent, 0);

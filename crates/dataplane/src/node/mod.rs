@@ -225,21 +225,15 @@ pub(crate) fn cycles() -> u64 {
 /// send them on.
 #[inline(never)]
 pub(crate) fn local_or_drop(cx: &mut Ctx<'_>, p: Pkt, dst: std::net::IpAddr, why: Drop) {
-    use vrhost_fib::NextHop;
-    let guard = vrhost_fib::pin();
+    fn is_local<F: vrhost_fib::Family>(t: &vrhost_fib::Table<F>, a: F::Addr) -> bool {
+        let guard = vrhost_fib::pin();
+        t.lookup(a, &guard)
+            .and_then(|id| t.nexthops(id, &guard))
+            .is_some_and(|set| matches!(set.hops().first(), Some(vrhost_fib::NextHop::Local)))
+    }
     let local = match dst {
-        std::net::IpAddr::V4(a) => cx
-            .vr
-            .fib4
-            .lookup(a, &guard)
-            .and_then(|id| cx.vr.fib4.nexthops(id, &guard))
-            .is_some_and(|set| matches!(set.hops().first(), Some(NextHop::Local))),
-        std::net::IpAddr::V6(a) => cx
-            .vr
-            .fib6
-            .lookup(a, &guard)
-            .and_then(|id| cx.vr.fib6.nexthops(id, &guard))
-            .is_some_and(|set| matches!(set.hops().first(), Some(NextHop::Local))),
+        std::net::IpAddr::V4(a) => is_local(&cx.vr.fib4, a),
+        std::net::IpAddr::V6(a) => is_local(&cx.vr.fib6, a),
     };
     if local {
         cx.punt(p);
