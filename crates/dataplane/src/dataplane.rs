@@ -547,7 +547,7 @@ impl Dataplane {
             for s in snap.vrs.iter().flatten() {
                 load[s.owner] += 1;
             }
-            (0..self.active_workers().max(1))
+            (0..self.active_workers())
                 .min_by_key(|w| load[*w])
                 .unwrap_or(0)
         });
