@@ -593,3 +593,36 @@ fn no_free_slot_for_the_error_is_counted() {
     assert_drops(&s, &[(Drop::TtlExpired, 1), (Drop::IcmpNoBuffer, 1)]);
     assert_clean(&mut rig);
 }
+
+#[test]
+fn an_error_not_sent_for_want_of_a_slot_spends_no_token() {
+    // Two slots and a burst of one token: the test holds one slot, the offending packet
+    // takes the other, so the first error finds no slot. The token must still be there
+    // for the second error once a slot is free.
+    let mut rig = Rig::with(2, 2, 64);
+    let mut cfg = vrhost_dataplane::VrConfig::new("blue");
+    cfg.icmp_rate = 1;
+    cfg.icmp_burst = 1;
+    let vr = Blue {
+        cfg,
+        ..Blue::default()
+    }
+    .build(&mut rig);
+    let held = rig.pool.alloc().expect("a free slot");
+    send4(&mut rig, &udp4(HOST_A, FAR, 1, 1, 2, b"x"));
+    rig.run();
+    assert!(rig.recv(0).is_empty());
+    assert_drops(
+        &vr.stats(),
+        &[(Drop::TtlExpired, 1), (Drop::IcmpNoBuffer, 1)],
+    );
+    rig.pool.free(held);
+    send4(&mut rig, &udp4(HOST_A, FAR, 1, 1, 2, b"y"));
+    rig.run();
+    let icmp = icmp4_reply(&mut rig);
+    assert_eq!(icmp[0], 11, "time exceeded");
+    let s = vr.stats();
+    assert_eq!(s.icmp_sent, 1);
+    assert_drops(&s, &[(Drop::TtlExpired, 2), (Drop::IcmpNoBuffer, 1)]);
+    assert_clean(&mut rig);
+}

@@ -50,6 +50,18 @@ fn send(cx: &mut Ctx<'_>, built: Result<Pkt, Drop>, t0: u64) -> bool {
     }
 }
 
+/// A slot for an error, and the rate limiter's token for it. The slot first: when the pool
+/// is empty no error goes out, and the token stays for the next one.
+fn take_slot(cx: &mut Ctx<'_>) -> Result<Pkt, Drop> {
+    let q = cx.pool.alloc().ok_or(Drop::IcmpNoBuffer)?;
+    if cx.st.icmp_bucket.take(cx.now_ns) {
+        Ok(q)
+    } else {
+        cx.pool.free(q);
+        Err(Drop::IcmpRateLimited)
+    }
+}
+
 fn build4(cx: &mut Ctx<'_>, p: &Pkt, kind: Icmp4) -> Result<Pkt, Drop> {
     let m = *cx.pool.meta(p);
     let frame = cx.pool.frame(p);
@@ -60,9 +72,6 @@ fn build4(cx: &mut Ctx<'_>, p: &Pkt, kind: Icmp4) -> Result<Pkt, Drop> {
     }
     let vif = cx.vif(m.vif).ok_or(Drop::IcmpNoSource)?;
     let src = vif.ipv4().ok_or(Drop::IcmpNoSource)?;
-    if !cx.st.icmp_bucket.take(cx.now_ns) {
-        return Err(Drop::IcmpRateLimited);
-    }
     let repr = match kind {
         Icmp4::Unreachable(r) => icmpv4::Repr::dst_unreachable(r, l3),
         Icmp4::TimeExceeded => icmpv4::Repr::time_exceeded(TimeExceeded::TtlExpired, l3),
@@ -70,7 +79,7 @@ fn build4(cx: &mut Ctx<'_>, p: &Pkt, kind: Icmp4) -> Result<Pkt, Drop> {
     .map_err(|_| Drop::IcmpSuppressed)?;
     let prev_hop = EthernetAddress::from_bytes(&frame[6..12]);
     let dst = off.src_addr();
-    let mut q = cx.pool.alloc().ok_or(Drop::IcmpNoBuffer)?;
+    let mut q = take_slot(cx)?;
     let ip_len = ipv4::HEADER_LEN + repr.buffer_len();
     {
         let (qm, slot) = cx.pool.slot_mut(&mut q);
@@ -124,12 +133,9 @@ fn build6(cx: &mut Ctx<'_>, p: &Pkt, kind: Icmp6) -> Result<Pkt, Drop> {
     let off = ipv6::Packet::new_checked(l3).map_err(|_| Drop::IcmpSuppressed)?;
     let vif = cx.vif(m.vif).ok_or(Drop::IcmpNoSource)?;
     let src = vif.ipv6().ok_or(Drop::IcmpNoSource)?;
-    if !cx.st.icmp_bucket.take(cx.now_ns) {
-        return Err(Drop::IcmpRateLimited);
-    }
     let prev_hop = EthernetAddress::from_bytes(&frame[6..12]);
     let dst = off.src_addr();
-    let mut q = cx.pool.alloc().ok_or(Drop::IcmpNoBuffer)?;
+    let mut q = take_slot(cx)?;
     {
         let (qm, slot) = cx.pool.slot_mut(&mut q);
         let start = HEADROOM;
