@@ -1243,7 +1243,7 @@ impl Dataplane {
     /// Queue a frame the control plane built to leave by VIF `vif` of VR `vr`, as it is (the
     /// frame carries its own L2 header). The VR's owner worker sends it. On error the packet
     /// is given back.
-    pub fn inject(&self, vr: &str, vif: VifId, mut p: Pkt) -> Result<(), (DpError, Pkt)> {
+    pub fn inject(&self, vr: &str, vif: VifId, p: Pkt) -> Result<(), (DpError, Pkt)> {
         if !self.0.pool.owns(&p) {
             let why = "the packet is not from the data plane's pool";
             return Err((bad(&format!("virtual router {vr:?}"), "inject", why), p));
@@ -1251,6 +1251,18 @@ impl Dataplane {
         let Some(s) = self.find(vr) else {
             return Err((DpError::NoVr(vr.into()), p));
         };
+        self.inject_as(&s, vr, vif, p)
+    }
+
+    /// [`Dataplane::inject`] once `s`, the VR's entry in the snapshot, is found; `s` may be
+    /// out of date by the time the frame is queued.
+    fn inject_as(
+        &self,
+        s: &VrSnap,
+        vr: &str,
+        vif: VifId,
+        mut p: Pkt,
+    ) -> Result<(), (DpError, Pkt)> {
         if s.vifs.get(usize::from(vif)).is_none_or(Option::is_none) {
             return Err((
                 DpError::NoVif {
@@ -1269,10 +1281,24 @@ impl Dataplane {
         })?;
         // After the push (Release): a worker that sees the bell sees the frame. If the VR
         // is moving, its new owner looks at the queue when it takes the VR over.
-        if let Some(b) = self.0.inject_bell.get(s.owner) {
-            b.fetch_add(1, Ordering::Release);
+        self.ring_inject_bell(s.owner);
+        // But a move published after `s` was read may have let the new owner take the VR
+        // over, and look at the queue, before the push: then only its bell tells it, and
+        // the frame would wait for the VR's next one. The fence pairs with the one in
+        // `Worker::adopt`: either the new owner's look comes after the push and sees the
+        // frame, or this load sees the new owner (stored before the move was published).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let owner = s.vr.owner.load(Ordering::Relaxed);
+        if owner != s.owner {
+            self.ring_inject_bell(owner);
         }
         Ok(())
+    }
+
+    fn ring_inject_bell(&self, worker: usize) {
+        if let Some(b) = self.0.inject_bell.get(worker) {
+            b.fetch_add(1, Ordering::Release);
+        }
     }
 
     /// Counters of port `port`, summed over workers.
@@ -1446,3 +1472,7 @@ fn remove_addr_routes(vr: &Vr, vif: VifId, addrs: &[IfAddr]) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "inject_race_test.rs"]
+mod inject_race_test;

@@ -942,6 +942,10 @@ impl Worker {
             owned.insert(at, vr);
             false
         });
+        // Pairs with the fence in `Dataplane::inject`: this worker's first look at an
+        // adopted VR's inject queue comes after it, so it sees a frame queued by an
+        // `inject` that did not see this worker as the owner (and rang only the old one).
+        std::sync::atomic::fence(Ordering::SeqCst);
     }
 
     /// Return queued packets of removed VRs to the pool; forget a ring once no producer can
