@@ -383,3 +383,50 @@ fn rule_demux_splits_a_shared_mac_by_destination() {
     assert_demux_drops(&rig, &[(Drop::NoVr, 1)]);
     assert_clean(&mut rig);
 }
+
+/// One vector whose packets leave one port by two VIFs (VLANs 100 and 200), interleaved and
+/// of different sizes: each VIF counts its own frames and bytes, the port all of them.
+#[test]
+fn a_burst_to_two_vifs_on_one_port_is_counted_per_vif() {
+    let (mut rig, vr) = vlans();
+    let dsts = [HOST_A, HOST_V200];
+    const N: usize = 40;
+    for i in 0..N {
+        let l3 = udp4(
+            Ipv4Addr::new(10, 0, 1, 2),
+            dsts[(i / 3) % 2],
+            64,
+            1,
+            2,
+            &vec![i as u8; 10 + i],
+        );
+        rig.send(1, &eth(mac(2), mac(0x22), None, 0x0800, &l3));
+    }
+    rig.run();
+    let out = rig.recv(0);
+    assert_eq!(out.len(), N);
+    let (mut pkts, mut bytes) = ([0u64; 2], [0u64; 2]);
+    for f in &out {
+        let i = match l2(f).vlans[..] {
+            [100] => 0,
+            [200] => 1,
+            ref v => panic!("left with tags {v:?}"),
+        };
+        pkts[i] += 1;
+        bytes[i] += f.len() as u64;
+    }
+    assert!(pkts[0] > 0 && pkts[1] > 0);
+    for (i, name) in ["v100", "v200"].into_iter().enumerate() {
+        let s = rig.dp.vif("blue", name).unwrap().stats();
+        assert_eq!(
+            (s.tx_packets, s.tx_bytes),
+            (pkts[i], bytes[i]),
+            "VIF {name}"
+        );
+    }
+    let p = rig.dp.port_stats(0).unwrap();
+    assert_eq!((p.tx_packets, p.tx_bytes), (N as u64, bytes[0] + bytes[1]));
+    let s = vr.stats();
+    assert_eq!((s.tx_packets, s.tx_bytes), (N as u64, bytes[0] + bytes[1]));
+    assert_clean(&mut rig);
+}
