@@ -1409,7 +1409,14 @@ fn addr_routes(a: &IfAddr) -> (Vec<Prefix4>, Vec<Prefix6>, Option<IpPrefixRoute>
             (local, vec![], attached)
         }
         IfAddr::V6(ip, len) => {
-            let local = vec![Prefix6::new_masked(ip, 128)];
+            let mut local = vec![Prefix6::new_masked(ip, 128)];
+            // The subnet-router anycast address (the prefix with a zero interface id) is
+            // every router's on the link (RFC 4291 §2.6.1); not on /127 and /128 links, whose
+            // two addresses are both hosts' (RFC 6164), as Linux does.
+            if (1..127).contains(&len) {
+                let anycast = u128::from(ip) & !(u128::MAX >> len);
+                local.push(Prefix6::new_masked(anycast.into(), 128));
+            }
             let attached = (len < 128 && !ip.is_unicast_link_local())
                 .then(|| IpPrefixRoute::V6(Prefix6::new_masked(ip, len)));
             (vec![], local, attached)

@@ -10,7 +10,8 @@
 //!
 //! The rules, as the kernel forwards:
 //! - an address on any interface of the namespace makes itself (and, for IPv4 up to /30, its
-//!   subnet's broadcast address) **local** — punted to the namespace — exactly the routes
+//!   subnet's broadcast address; for IPv6 below /127, its subnet-router anycast address)
+//!   **local** — punted to the namespace — exactly the routes
 //!   `Dataplane::add_vif` installs for a VIF's configured addresses. Local beats every main
 //!   table route, as the kernel's `local` table is consulted first. Loopback addresses
 //!   (`127.0.0.0/8`, `::1`) are not mirrored: nothing outside may reach them;
@@ -432,9 +433,10 @@ impl Mirror {
                 }
             }
             IpAddr::V6(a) => {
-                let p = Prefix6::new_masked(a, 128);
-                refcount(&mut self.v6.local, p, deleted);
-                self.v6.dirty.insert(p);
+                for p in local6(a, len) {
+                    refcount(&mut self.v6.local, p, deleted);
+                    self.v6.dirty.insert(p);
+                }
             }
         }
     }
@@ -620,6 +622,18 @@ fn local4(a: Ipv4Addr, len: u8) -> Vec<Prefix4> {
     if len <= 30 {
         let bcast = u32::from(a) | (u32::MAX >> len);
         v.push(Prefix4::new_masked(bcast.into(), 32));
+    }
+    v
+}
+
+/// `a/len`'s local prefixes: the address, and the subnet-router anycast address (RFC 4291
+/// §2.6.1) below /127, as the kernel of a forwarding namespace puts them in its `local`
+/// table (and as `Dataplane::add_vif` installs them).
+fn local6(a: Ipv6Addr, len: u8) -> Vec<Prefix6> {
+    let mut v = vec![Prefix6::new_masked(a, 128)];
+    if (1..127).contains(&len) {
+        let anycast = u128::from(a) & !(u128::MAX >> len);
+        v.push(Prefix6::new_masked(anycast.into(), 128));
     }
     v
 }

@@ -70,6 +70,11 @@ fn build4(cx: &mut Ctx<'_>, p: &Pkt, kind: Icmp4) -> Result<Pkt, Drop> {
     if off.check_header().is_err() || !icmpv4::may_send_error(&off) || frame[0] & 1 != 0 {
         return Err(Drop::IcmpSuppressed);
     }
+    // A source that is the VR's own (its address or a subnet broadcast) names no host to
+    // tell (RFC 1812 §4.3.2.7): the packet was spoofed or looped.
+    if cx.is_local(off.src_addr().into()) {
+        return Err(Drop::IcmpSuppressed);
+    }
     let vif = cx.vif(m.vif).ok_or(Drop::IcmpNoSource)?;
     let src = vif.ipv4().ok_or(Drop::IcmpNoSource)?;
     let repr = match kind {
@@ -131,6 +136,11 @@ fn build6(cx: &mut Ctx<'_>, p: &Pkt, kind: Icmp6) -> Result<Pkt, Drop> {
         return Err(Drop::IcmpSuppressed);
     }
     let off = ipv6::Packet::new_checked(l3).map_err(|_| Drop::IcmpSuppressed)?;
+    // A source that is the VR's own (its address, or a subnet-router anycast address,
+    // which RFC 4443 §2.4 (e.6) excludes) names no host to tell.
+    if cx.is_local(off.src_addr().into()) {
+        return Err(Drop::IcmpSuppressed);
+    }
     let vif = cx.vif(m.vif).ok_or(Drop::IcmpNoSource)?;
     let src = vif.ipv6().ok_or(Drop::IcmpNoSource)?;
     let prev_hop = EthernetAddress::from_bytes(&frame[6..12]);

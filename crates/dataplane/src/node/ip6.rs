@@ -72,8 +72,9 @@ fn check_header(l3: &[u8]) -> (Input, usize) {
     }
     if dst.is_multicast() {
         // Interface- and link-local scopes (ND, MLD, OSPFv3, RIPng, VRRP …) are for the
-        // control plane; wider scopes need multicast routing, which vrhost does not do.
-        return if dst.segments()[0] & 0xff0f <= 0xff02 {
+        // control plane; wider scopes need multicast routing, which vrhost does not do, and
+        // the reserved scope 0 is dropped (RFC 4291 §2.7).
+        return if matches!(dst.segments()[0] & 0x000f, 1 | 2) {
             (Punt, total)
         } else {
             (Drop(crate::counters::Drop::Ip6Multicast), 0)

@@ -82,6 +82,23 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// Whether the VR's FIB has `a` as one of its own (local) addresses: an interface
+    /// address, an IPv4 subnet broadcast or an IPv6 subnet-router anycast address. A FIB
+    /// lookup: for rare packets only.
+    #[inline(never)]
+    pub(crate) fn is_local(&self, a: std::net::IpAddr) -> bool {
+        fn local<F: vrhost_fib::Family>(t: &vrhost_fib::Table<F>, a: F::Addr) -> bool {
+            let guard = vrhost_fib::pin();
+            t.lookup(a, &guard)
+                .and_then(|id| t.nexthops(id, &guard))
+                .is_some_and(|set| matches!(set.hops().first(), Some(vrhost_fib::NextHop::Local)))
+        }
+        match a {
+            std::net::IpAddr::V4(a) => local(&self.vr.fib4, a),
+            std::net::IpAddr::V6(a) => local(&self.vr.fib6, a),
+        }
+    }
+
     /// End of the road: free the packet and count why.
     #[inline(always)]
     pub(crate) fn drop(&mut self, p: Pkt, why: Drop) {
@@ -225,17 +242,7 @@ pub(crate) fn cycles() -> u64 {
 /// send them on.
 #[inline(never)]
 pub(crate) fn local_or_drop(cx: &mut Ctx<'_>, p: Pkt, dst: std::net::IpAddr, why: Drop) {
-    fn is_local<F: vrhost_fib::Family>(t: &vrhost_fib::Table<F>, a: F::Addr) -> bool {
-        let guard = vrhost_fib::pin();
-        t.lookup(a, &guard)
-            .and_then(|id| t.nexthops(id, &guard))
-            .is_some_and(|set| matches!(set.hops().first(), Some(vrhost_fib::NextHop::Local)))
-    }
-    let local = match dst {
-        std::net::IpAddr::V4(a) => is_local(&cx.vr.fib4, a),
-        std::net::IpAddr::V6(a) => is_local(&cx.vr.fib6, a),
-    };
-    if local {
+    if cx.is_local(dst) {
         cx.punt(p);
     } else {
         cx.drop(p, why);

@@ -148,6 +148,8 @@ fn addresses_make_the_same_routes_as_add_vif() {
     assert_eq!(vr.fib4.routes(), reference.fib4.routes());
     assert_eq!(vr.fib6.routes(), reference.fib6.routes());
     assert_eq!(get4(&vr, "10.0.0.255/32"), Some(vec![NextHop::Local]));
+    // The subnet-router anycast address is the router's (RFC 4291 §2.6.1).
+    assert_eq!(get6(&vr, "fd00:a::/128"), Some(vec![NextHop::Local]));
 
     // An address added later does the same incrementally, and goes again.
     m.event(Event::Addr {
