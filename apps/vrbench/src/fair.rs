@@ -48,7 +48,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 100_000)]
     pub(crate) routes: usize,
     /// Seconds per measurement window.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = crate::number::quantity)]
     pub(crate) window: f64,
     /// Rounds of alternating windows for each ratio (median reported).
     #[arg(long, default_value_t = 3)]

@@ -107,10 +107,10 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 5)]
     trials: usize,
     /// Counted seconds per trial.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = crate::number::quantity)]
     seconds: f64,
     /// Uncounted seconds of traffic before each trial.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = crate::number::quantity)]
     warmup: f64,
     /// Wait after the generator stops before reading counters (ms).
     #[arg(long, default_value_t = 300)]
@@ -135,14 +135,14 @@ pub(crate) struct Args {
     run_vrs: RunVrs,
     /// A trial during which other processes used more than this % of the host's CPU is run
     /// again (see --retries).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = crate::number::quantity)]
     max_other: f64,
     /// How many times a busy trial is run again; the quietest attempt is kept.
     #[arg(long, default_value_t = 2)]
     retries: u32,
     /// Before each trial, wait up to this many seconds for a second in which other
     /// processes use at most --max-other % of the CPU.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = crate::number::quantity)]
     wait_quiet: f64,
     /// Frames per live-frames flush (1–256).
     #[arg(long, default_value_t = 64)]

@@ -68,14 +68,14 @@ pub(crate) struct Args {
     pub(crate) ipv6: bool,
     /// Offered load per worker in Mpps, modelled as a NIC rx ring filling at that rate
     /// (overflow counted as rx-ring-full) [default: unlimited, a full vector every poll].
-    #[arg(long)]
+    #[arg(long, value_parser = crate::number::quantity)]
     pub(crate) rate: Option<f64>,
     /// Generator queues per worker; each delivers up to a vector per poll, so more than one
     /// pushes excess through demux to be shed at the VR's ingress ring.
     #[arg(long, default_value_t = 1)]
     pub(crate) gen_queues: usize,
     /// Timed seconds per run [default: 3; in --suite 2 per scenario, one window per round].
-    #[arg(long)]
+    #[arg(long, value_parser = crate::number::quantity)]
     pub(crate) seconds: Option<f64>,
     /// The timed seconds are split into this many windows (workers stopped and counters
     /// read between them); the median window by carried rate is reported, so that a burst of
@@ -84,7 +84,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 3)]
     pub(crate) windows: usize,
     /// Warm-up seconds before each timed run.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::number::quantity)]
     pub(crate) warmup: f64,
     /// Seed of the generated tables (VR i uses seed + i) and destinations.
     #[arg(long, default_value_t = 1)]

@@ -93,7 +93,7 @@ pub(crate) struct Args {
     #[arg(long = "gen", value_enum, default_value = "live-frames")]
     generator: GenKind,
     /// Counted seconds of traffic.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::number::quantity)]
     seconds: f64,
     /// VRs, one stream each.
     #[arg(long, default_value_t = 1)]
@@ -112,10 +112,10 @@ pub(crate) struct Args {
     #[arg(long, default_value = "64")]
     frame_size: frames::Size,
     /// Per-VR weights of the rate (comma-separated, one per VR) [default: equal].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::number::quantity)]
     weights: Option<Vec<f64>>,
     /// Uncounted seconds of traffic before the trial.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = crate::number::quantity)]
     warmup: f64,
     /// Wait after traffic stops before reading counters (ms).
     #[arg(long, default_value_t = 200)]

@@ -33,6 +33,7 @@ mod lab;
 mod lab_frame;
 mod live;
 mod measure;
+mod number;
 mod rt;
 mod syncbench;
 

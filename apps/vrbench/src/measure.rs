@@ -328,19 +328,19 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',')]
     scale_flows: Option<Vec<usize>>,
     /// Highest offered load searched, Mpps.
-    #[arg(long, default_value_t = 40.0)]
+    #[arg(long, default_value_t = 40.0, value_parser = crate::number::quantity)]
     max_mpps: f64,
     /// Lowest offered load searched, Mpps.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, value_parser = crate::number::quantity)]
     min_mpps: f64,
     /// RFC 2544 trial duration, seconds (the RFC's 60 by default).
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, value_parser = crate::number::quantity)]
     trial_seconds: f64,
     /// MLRsearch final trial duration and sum per load, seconds [default: 5 and 20, RFC 9971 / CSIT].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::number::quantity)]
     mlr_seconds: Vec<f64>,
     /// Seconds of each latency, overload, burst and isolation trial.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = crate::number::quantity)]
     point_seconds: f64,
     /// Repeats of every test (with several DUTs, interleaved).
     #[arg(long, default_value_t = 1)]

@@ -67,7 +67,7 @@ enum What {
         #[arg(long, default_value_t = 6)]
         rounds: usize,
         /// Seconds per window.
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, value_parser = crate::number::quantity)]
         seconds: f64,
     },
 }

@@ -157,6 +157,9 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
             sc.vrs
         );
     }
+    if sc.flows == Some(0) {
+        bail!("--flows 0: give at least 1, or leave it out for a fresh destination per packet");
+    }
     if sc.gen_queues == 0 || sc.gen_queues > 16 {
         bail!("--gen-queues {} must be 1..=16", sc.gen_queues);
     }
