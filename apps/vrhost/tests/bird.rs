@@ -364,12 +364,12 @@ protocol bgp down6 {
     assert_eq!(s["sync"]["unusable_routes"], 0, "{s}");
     // The data plane holds what the namespace's kernel holds: its main table plus the
     // local routes of the VR's addresses (10.3.0.1, 10.3.0.255; fd00:3::1 and the tap's
-    // link-local address).
+    // link-local address, and their subnet-router anycast addresses fd00:3:: and fe80::).
     let k = &s["sync"];
     let (r4, r6) = vr_routes(&d, "z");
     assert_eq!(
         (k["kernel_routes4"].as_u64(), k["kernel_routes6"].as_u64()),
-        (Some(r4 - 2), Some(r6 - 2)),
+        (Some(r4 - 2), Some(r6 - 4)),
         "{s}"
     );
     // The feed stops (BIRD's shutdown ends the sessions with a Cease): every route goes.
