@@ -74,7 +74,10 @@ fn threads_around_a_mem_port_count_every_frame() {
                 let room = VECTOR - v.len();
                 let got = dut_rx.rx_burst(&pool, &mut v, room);
                 dut_tx.tx_burst(&pool, &mut v);
-                if stopping && got == 0 && v.is_empty() {
+                // Nothing received means an empty ring only if there was room to receive:
+                // with `v` full, frames may still wait in the rx ring (they were lost when
+                // the loop ended on that, about one run in three on a slow host).
+                if stopping && room > 0 && got == 0 && v.is_empty() {
                     break;
                 }
                 std::thread::yield_now();
