@@ -1394,34 +1394,16 @@ fn check_policer(what: &str, pps: Option<u64>, bps: Option<u64>) -> Result<(), D
     Ok(())
 }
 
-/// The routes an interface address implies: the address itself (and, for IPv4, the subnet
-/// broadcast) local; the subnet attached.
+/// The routes an interface address implies: its local ones ([`IfAddr::local_prefixes`]);
+/// the subnet attached.
 fn addr_routes(a: &IfAddr) -> (Vec<Prefix4>, Vec<Prefix6>, Option<IpPrefixRoute>) {
-    match *a {
-        IfAddr::V4(ip, len) => {
-            let mut local = vec![Prefix4::new_masked(ip, 32)];
-            let net = Prefix4::new_masked(ip, len);
-            if len <= 30 {
-                let bcast = u32::from(ip) | (u32::MAX >> len);
-                local.push(Prefix4::new_masked(bcast.into(), 32));
-            }
-            let attached = (len < 32).then_some(IpPrefixRoute::V4(net));
-            (local, vec![], attached)
-        }
-        IfAddr::V6(ip, len) => {
-            let mut local = vec![Prefix6::new_masked(ip, 128)];
-            // The subnet-router anycast address (the prefix with a zero interface id) is
-            // every router's on the link (RFC 4291 §2.6.1); not on /127 and /128 links, whose
-            // two addresses are both hosts' (RFC 6164), as Linux does.
-            if (1..127).contains(&len) {
-                let anycast = u128::from(ip) & !(u128::MAX >> len);
-                local.push(Prefix6::new_masked(anycast.into(), 128));
-            }
-            let attached = (len < 128 && !ip.is_unicast_link_local())
-                .then(|| IpPrefixRoute::V6(Prefix6::new_masked(ip, len)));
-            (vec![], local, attached)
-        }
-    }
+    let (l4, l6) = a.local_prefixes();
+    let attached = match *a {
+        IfAddr::V4(ip, len) => (len < 32).then(|| IpPrefixRoute::V4(Prefix4::new_masked(ip, len))),
+        IfAddr::V6(ip, len) => (len < 128 && !ip.is_unicast_link_local())
+            .then(|| IpPrefixRoute::V6(Prefix6::new_masked(ip, len))),
+    };
+    (l4, l6, attached)
 }
 
 enum IpPrefixRoute {

@@ -116,6 +116,35 @@ pub enum IfAddr {
     V6(Ipv6Addr, u8),
 }
 
+impl IfAddr {
+    /// The /32 and /128 routes the address makes local (punted, for the router itself),
+    /// as a kernel forwarding for the interface has them in its `local` table: the address;
+    /// for IPv4 up to /30 the subnet broadcast; for IPv6 below /127 the subnet-router
+    /// anycast address, the prefix with a zero interface id (RFC 4291 §2.6.1; /127 and /128
+    /// links have no such address, RFC 6164). `Dataplane::add_vif` installs these, and the
+    /// control plane's kernel mirror makes the same of the namespace's addresses.
+    pub fn local_prefixes(&self) -> (Vec<Prefix4>, Vec<Prefix6>) {
+        match *self {
+            IfAddr::V4(ip, len) => {
+                let mut v = vec![Prefix4::new_masked(ip, 32)];
+                if len <= 30 {
+                    let bcast = u32::from(ip) | (u32::MAX >> len);
+                    v.push(Prefix4::new_masked(bcast.into(), 32));
+                }
+                (v, vec![])
+            }
+            IfAddr::V6(ip, len) => {
+                let mut v = vec![Prefix6::new_masked(ip, 128)];
+                if (1..127).contains(&len) {
+                    let anycast = u128::from(ip) & !(u128::MAX >> len);
+                    v.push(Prefix6::new_masked(anycast.into(), 128));
+                }
+                (vec![], v)
+            }
+        }
+    }
+}
+
 /// How to create a VR.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VrConfig {

@@ -35,7 +35,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use vrhost_dataplane::{IpPrefix, VifId, Vr};
+use vrhost_dataplane::{IfAddr, IpPrefix, VifId, Vr};
 use vrhost_fib::{Family, NextHop, NextHopSet, Prefix, Prefix4, Prefix6, Table, V4, V6};
 use vrhost_wire::EthernetAddress;
 
@@ -425,19 +425,18 @@ impl Mirror {
         if !changed {
             return;
         }
-        match addr {
-            IpAddr::V4(a) => {
-                for p in local4(a, len) {
-                    refcount(&mut self.v4.local, p, deleted);
-                    self.v4.dirty.insert(p);
-                }
-            }
-            IpAddr::V6(a) => {
-                for p in local6(a, len) {
-                    refcount(&mut self.v6.local, p, deleted);
-                    self.v6.dirty.insert(p);
-                }
-            }
+        let (l4, l6) = match addr {
+            IpAddr::V4(a) => IfAddr::V4(a, len),
+            IpAddr::V6(a) => IfAddr::V6(a, len),
+        }
+        .local_prefixes();
+        for p in l4 {
+            refcount(&mut self.v4.local, p, deleted);
+            self.v4.dirty.insert(p);
+        }
+        for p in l6 {
+            refcount(&mut self.v6.local, p, deleted);
+            self.v6.dirty.insert(p);
         }
     }
 
@@ -614,28 +613,6 @@ fn sync_table<F: Family>(
         }
     }
     diff as u64
-}
-
-/// `a/len`'s local prefixes: the address, and the subnet broadcast up to /30.
-fn local4(a: Ipv4Addr, len: u8) -> Vec<Prefix4> {
-    let mut v = vec![Prefix4::new_masked(a, 32)];
-    if len <= 30 {
-        let bcast = u32::from(a) | (u32::MAX >> len);
-        v.push(Prefix4::new_masked(bcast.into(), 32));
-    }
-    v
-}
-
-/// `a/len`'s local prefixes: the address, and the subnet-router anycast address (RFC 4291
-/// §2.6.1) below /127, as the kernel of a forwarding namespace puts them in its `local`
-/// table (and as `Dataplane::add_vif` installs them).
-fn local6(a: Ipv6Addr, len: u8) -> Vec<Prefix6> {
-    let mut v = vec![Prefix6::new_masked(a, 128)];
-    if (1..127).contains(&len) {
-        let anycast = u128::from(a) & !(u128::MAX >> len);
-        v.push(Prefix6::new_masked(anycast.into(), 128));
-    }
-    v
 }
 
 fn refcount<P: Eq + std::hash::Hash>(m: &mut HashMap<P, u32>, p: P, deleted: bool) {
