@@ -581,6 +581,34 @@ fn errors_about_ipv6_sources_on_the_link_use_the_vif_address() {
 }
 
 #[test]
+fn a_link_local_source_is_forwarded_back_out_of_its_own_link() {
+    // RFC 4007 §9 keeps a link-local source on its link, and only there: a packet that
+    // leaves by the VIF it came in by stays on the link and is forwarded, as Linux does (a
+    // neighbour on the same subnet reached through the router).
+    let mut rig = Rig::new(2);
+    let vr = Blue::default().build(&mut rig);
+    let peer: Ipv6Addr = "2001:db8:a::3".parse().unwrap();
+    vr.neigh.set(0, peer.into(), mac(0x33));
+    rig.worker.poll();
+    let ll: Ipv6Addr = "fe80::2".parse().unwrap();
+    let l3 = udp6(ll, peer, 64, 1, 2, b"ll");
+    send6(&mut rig, &l3);
+    rig.run();
+    let out = rig.recv(0);
+    assert_eq!(out.len(), 1);
+    let f = l2(&out[0]);
+    assert_eq!((f.dst, f.src, f.ethertype), (mac(0x33), mac(1), 0x86dd));
+    let mut want = l3.clone();
+    want[7] -= 1;
+    assert_eq!(f.l3, want);
+    assert!(rig.recv(1).is_empty());
+    let s = vr.stats();
+    assert_eq!((s.rx_packets, s.tx_packets), (1, 1));
+    assert_drops(&s, &[]);
+    assert_clean(&mut rig);
+}
+
+#[test]
 fn no_free_slot_for_the_error_is_counted() {
     // One slot: the offending packet holds it while the error would be built.
     let mut rig = Rig::with(2, 1, 64);

@@ -1086,9 +1086,10 @@ fn model6(net: &Net, rx: &Rx, l3: &[u8]) -> Expect {
         }
     };
     // A link-local source may not leave its link (RFC 4291 §2.5.6, RFC 4007 §9): leaving by
-    // another VIF is "beyond scope of source address" (RFC 4443 §3.1 code 2). Where the
-    // packet would not leave the link anyway (an error, a drop, a punt, or back out of the
-    // same VIF), refusing it as beyond scope is as good.
+    // another VIF is "beyond scope of source address" (RFC 4443 §3.1 code 2). Back out of
+    // the same VIF it stays on its link and is forwarded (as Linux does). Where the packet
+    // would not leave the link anyway (an error, a drop, a punt), refusing it as beyond
+    // scope is as good.
     if is_ll6(src) && !local {
         let beyond = err(1, 2, 0, "link-local source: beyond scope");
         return off_link(out, rx.vif, &beyond);
@@ -1104,10 +1105,12 @@ const TO_SUBNET_ROUTER_ANYCAST: &str =
     "to a Subnet-Router anycast address, with hop limit <= 1 or in a group frame";
 
 /// `out` for a packet with a link-local source that arrived on `ingress`: `beyond` instead
-/// of forwarding it to another link, `beyond` as good as anything else.
+/// of forwarding it to another link, forwarding back to its own link as it is, `beyond` as
+/// good as anything else.
 fn off_link(out: Expect, ingress: usize, beyond: &Expect) -> Expect {
     match out {
         Expect::Forward { vif, .. } if vif != ingress => beyond.clone(),
+        o @ Expect::Forward { .. } => o,
         Expect::OneOf(v) => Expect::OneOf(
             v.into_iter()
                 .map(|o| off_link(o, ingress, beyond))

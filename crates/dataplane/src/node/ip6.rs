@@ -308,8 +308,10 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
         let m = *pool.meta(&p);
         let frame = pool.frame(&p);
         let src = ipv6::Packet::new_unchecked(&frame[l3..]).src_addr();
-        if is_link_local(&src) {
-            // RFC 4291 §2.5.6: a link-local source must not leave its link.
+        if is_link_local(&src) && out.id != m.vif {
+            // RFC 4291 §2.5.6, RFC 4007 §9: a link-local source must not leave its link.
+            // Back out of the VIF it came in by, it stays on the link and is forwarded (as
+            // Linux's `ip6_forward` does).
             let e = ErrorMessage::DstUnreachable(UnreachableCode::BEYOND_SCOPE);
             icmp::error6(cx, &p, e);
             cx.drop(p, Drop::Ip6BadSource);
