@@ -42,6 +42,30 @@
 
 use crate::counters::VrCounters;
 
+/// What `forward` puts in the cache for a vector, decided once before its per-packet loop
+/// (a loop-invariant byte there, instead of two flags tested per packet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fill {
+    /// Bypassed or disabled: nothing, and the probe wrote no answers.
+    Nothing,
+    /// Destination-keyed: decisions that hold for the destination (not an ECMP member's).
+    ByDst,
+    /// 5-tuple-keyed: every decision.
+    ByTuple,
+}
+
+impl Fill {
+    /// `used`: the probe ran for this vector; `by_tuple`: the cache is keyed by 5-tuple.
+    #[inline(always)]
+    pub(crate) fn of(used: bool, by_tuple: bool) -> Fill {
+        match (used, by_tuple) {
+            (false, _) => Fill::Nothing,
+            (true, false) => Fill::ByDst,
+            (true, true) => Fill::ByTuple,
+        }
+    }
+}
+
 /// Ways per set. An IPv4 set is one cache line (4 × 16 bytes), so a probe loads one line
 /// whichever way holds the key.
 const WAYS: usize = 4;

@@ -14,7 +14,7 @@ use vrhost_wire::icmpv4::DstUnreachable;
 
 use crate::counters::{Drop, Node};
 use crate::flow;
-use crate::node::flowcache::Tuple4Key;
+use crate::node::flowcache::{Fill, Tuple4Key};
 use crate::node::icmp::{self, Icmp4};
 use crate::node::{Ctx, Scratch, adjcache, cycles, l2};
 use crate::vector::{PktVec, VECTOR};
@@ -275,10 +275,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
             cx.c,
         )
     };
-    if !use_fc {
-        // The cache was bypassed and wrote no answers: none of the scratch's old ones count.
-        hits[..n].fill(None);
-    }
+    let fill = Fill::of(use_fc, by_tuple);
     let t1 = cycles();
     cx.count(Node::FlowCache, n, t1.wrapping_sub(t0));
     cx.vr
@@ -288,13 +285,16 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
     let mut mi = 0;
     for (i, mut p) in v.drain(..).enumerate() {
         let dst = dsts[i];
-        let cached = hits[i].and_then(|(vif, mac)| cx.vif(vif).map(|o| (o, mac)));
+        // A bypassed cache wrote no answers: the scratch's old ones do not count, and every
+        // packet is a miss (the loop-invariant test costs less than reading `hits`).
+        let hit = if fill == Fill::Nothing { None } else { hits[i] };
+        let cached = hit.and_then(|(vif, mac)| cx.vif(vif).map(|o| (o, mac)));
         // Whether the decision holds for every packet to `dst` (not one ECMP member's).
         let mut per_dst = !by_tuple;
         let (out, mac) = match cached {
             Some(hit) => hit,
             None => {
-                let id = if hits[i].is_none() {
+                let id = if hit.is_none() {
                     mi += 1;
                     miss_ids[mi - 1]
                 } else {
@@ -312,10 +312,12 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                 if let Some(((vif, mac), from_ecmp)) = adj
                     && let Some(out) = cx.vif(vif)
                 {
-                    if use_fc && by_tuple {
-                        cx.st.fc4t.put(Tuple4Key(tuples[i]), generation, vif, mac);
-                    } else if use_fc && !from_ecmp {
-                        cx.st.fc4.put(dst.to_bits(), generation, vif, mac);
+                    match fill {
+                        Fill::ByTuple => cx.st.fc4t.put(Tuple4Key(tuples[i]), generation, vif, mac),
+                        Fill::ByDst if !from_ecmp => {
+                            cx.st.fc4.put(dst.to_bits(), generation, vif, mac)
+                        }
+                        _ => {}
                     }
                     per_dst = !from_ecmp;
                     (out, mac)
@@ -378,13 +380,13 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                         cx.punt(p);
                         continue;
                     };
-                    if use_fc && by_tuple {
+                    if fill == Fill::ByTuple {
                         cx.st
                             .fc4t
                             .put(Tuple4Key(tuples[i]), generation, out.id, mac.0);
                     }
                     if !ecmp {
-                        if use_fc && !by_tuple {
+                        if fill == Fill::ByDst {
                             cx.st.fc4.put(dst.to_bits(), generation, out.id, mac.0);
                         }
                         if let NextHop::Via { .. } = *hop {
