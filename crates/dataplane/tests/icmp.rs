@@ -654,3 +654,81 @@ fn an_error_not_sent_for_want_of_a_slot_spends_no_token() {
     assert_drops(&s, &[(Drop::TtlExpired, 2), (Drop::IcmpNoBuffer, 1)]);
     assert_clean(&mut rig);
 }
+
+/// `l3` (an IPv4 datagram without options) with `opts` (a multiple of 4 bytes) after its
+/// header: header length, total length and checksum made right.
+fn with_options(l3: &[u8], opts: &[u8]) -> Vec<u8> {
+    assert_eq!(opts.len() % 4, 0);
+    let mut v = [&l3[..20], opts, &l3[20..]].concat();
+    v[0] = 0x40 | ((20 + opts.len()) / 4) as u8;
+    let total = v.len() as u16;
+    v[2..4].copy_from_slice(&total.to_be_bytes());
+    ipv4::Packet::new_unchecked(&mut v[..]).fill_checksum();
+    v
+}
+
+#[test]
+fn ip_options_go_to_the_control_plane_unless_the_route_forwards_nothing() {
+    // Router Alert (RFC 2113): the control plane's. But options must not carry a packet
+    // past a blackhole, unreachable or prohibit route, or a missing one, onto the punt
+    // path: those are applied in the data plane as for any packet.
+    const ALERT: [u8; 4] = [0x94, 0x04, 0x00, 0x00];
+    let routes = [
+        ("192.0.2.0/24", NextHop::Drop),
+        ("203.0.113.0/25", NextHop::Unreachable),
+        ("203.0.113.128/25", NextHop::Prohibit),
+    ];
+    // Destination, and what its route does instead of forwarding (none: punted).
+    type Refused = Option<(Drop, Option<DstUnreachable>)>;
+    let cases: [(Ipv4Addr, Refused); 6] = [
+        (FAR, None),
+        (A, None),
+        (Ipv4Addr::new(192, 0, 2, 9), Some((Drop::Blackhole, None))),
+        (
+            Ipv4Addr::new(203, 0, 113, 9),
+            Some((Drop::Unreachable, Some(DstUnreachable::HostUnreachable))),
+        ),
+        (
+            Ipv4Addr::new(203, 0, 113, 200),
+            Some((Drop::Prohibited, Some(DstUnreachable::CommProhibited))),
+        ),
+        (
+            Ipv4Addr::new(100, 64, 0, 9),
+            Some((Drop::NoRoute, Some(DstUnreachable::NetUnreachable))),
+        ),
+    ];
+    for (dst, refused) in cases {
+        let mut rig = Rig::new(2);
+        let vr = Blue::default().build(&mut rig);
+        for (prefix, hop) in routes {
+            vr.fib4.insert(prefix.parse().unwrap(), hop).unwrap();
+        }
+        rig.worker.poll();
+        let l3 = with_options(&udp4(HOST_A, dst, 64, 1, 2, b"alert"), &ALERT);
+        send4(&mut rig, &l3);
+        rig.run();
+        assert!(rig.recv(1).is_empty(), "to {dst}: forwarded");
+        let punts = take_punts(&rig, &vr);
+        let s = vr.stats();
+        match refused {
+            None => {
+                assert_eq!(punts.len(), 1, "to {dst}: not punted");
+                assert_eq!(&punts[0].1[14..], &l3[..], "to {dst}: punted as it came");
+                assert!(rig.recv(0).is_empty());
+                assert_drops(&s, &[]);
+            }
+            Some((why, error)) => {
+                assert!(punts.is_empty(), "to {dst}: punted");
+                match error {
+                    Some(code) => {
+                        let icmp = icmp4_reply(&mut rig);
+                        assert_eq!(expect_v4_error(&icmp, &l3), Err4::Unreachable(code));
+                    }
+                    None => assert!(rig.recv(0).is_empty(), "to {dst}: an error sent"),
+                }
+                assert_drops(&s, &[(why, 1)]);
+            }
+        }
+        assert_clean(&mut rig);
+    }
+}

@@ -17,6 +17,7 @@ use crate::flow;
 use crate::node::flowcache::{Fill, Tuple4Key};
 use crate::node::icmp::{self, Icmp4};
 use crate::node::{Ctx, Scratch, adjcache, cycles, l2};
+use crate::pool::Pkt;
 use crate::vector::{PktVec, VECTOR};
 
 const _: () = assert!(VECTOR <= BATCH);
@@ -30,6 +31,77 @@ enum Input {
     /// says the destination is local, else dropped for the reason given (see
     /// [`super::local_or_drop`]).
     LocalOnly(Ipv4Addr, Drop),
+    /// Carries IP options: the control plane's, unless its route forwards nothing (see
+    /// [`options`]).
+    Options(Ipv4Addr),
+}
+
+/// A route that forwards nothing, and what it does instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// No route: ICMP network unreachable.
+    NoRoute,
+    /// A blackhole route: silence.
+    Blackhole,
+    /// An unreachable route: ICMP host unreachable.
+    Unreachable,
+    /// A prohibit route: ICMP communication administratively prohibited.
+    Prohibit,
+}
+
+impl Refused {
+    /// Whether the next hop a packet takes (`None`: no route) forwards nothing.
+    fn of(hop: Option<NextHop>) -> Option<Refused> {
+        match hop {
+            None => Some(Refused::NoRoute),
+            Some(NextHop::Drop) => Some(Refused::Blackhole),
+            Some(NextHop::Unreachable) => Some(Refused::Unreachable),
+            Some(NextHop::Prohibit) => Some(Refused::Prohibit),
+            Some(NextHop::Via { .. } | NextHop::Attached { .. } | NextHop::Local) => None,
+        }
+    }
+}
+
+/// Apply a route that forwards nothing: the ICMP error it sends, and the counted drop.
+#[inline(never)]
+fn refuse(cx: &mut Ctx<'_>, p: Pkt, r: Refused) {
+    let (code, why) = match r {
+        Refused::NoRoute => (Some(DstUnreachable::NetUnreachable), Drop::NoRoute),
+        Refused::Blackhole => (None, Drop::Blackhole),
+        Refused::Unreachable => (Some(DstUnreachable::HostUnreachable), Drop::Unreachable),
+        Refused::Prohibit => (Some(DstUnreachable::CommProhibited), Drop::Prohibited),
+    };
+    if let Some(code) = code {
+        icmp::error4(cx, &p, Icmp4::Unreachable(code));
+    }
+    cx.drop(p, why);
+}
+
+/// A packet with IP options (router alert, record route, timestamp …) is the control
+/// plane's: its kernel processes them and forwards the packet. Unless the packet's route
+/// forwards nothing: no route, a blackhole, unreachable or prohibit route is applied here as
+/// `forward` applies it, so that options carry nothing past a blackhole onto the punt path
+/// (policed, and shared with the VR's ARP and routing protocols). A FIB lookup per packet,
+/// for packets that are rare.
+#[inline(never)]
+fn options(cx: &mut Ctx<'_>, p: Pkt, dst: Ipv4Addr) {
+    let hop = {
+        let guard = vrhost_fib::pin();
+        let fib = &cx.vr.fib4;
+        fib.lookup(dst, &guard)
+            .and_then(|id| fib.nexthops(id, &guard))
+            .map(|set| match set.hops() {
+                [one] => *one,
+                _ => {
+                    let l3 = usize::from(cx.pool.meta(&p).l3);
+                    *set.select(flow::hash_v4(&cx.pool.frame(&p)[l3..]))
+                }
+            })
+    };
+    match Refused::of(hop) {
+        Some(r) => refuse(cx, p, r),
+        None => cx.punt(p),
+    }
 }
 
 /// Per first octet of an address: [`SRC_OK`] if a source there may be forwarded by the
@@ -140,7 +212,7 @@ fn check(l3: &[u8], l2_group: bool) -> (Input, usize) {
     }
     if hl > 20 {
         // IP options (router alert, record route …) are the control plane's business.
-        return (Punt, total);
+        return (Options(dst), total);
     }
     (Forward(dst), total)
 }
@@ -223,6 +295,7 @@ pub(crate) fn ip4<const L2_GROUP: bool>(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &m
             (Input::Punt, _) => cx.punt(p),
             (Input::Drop(d), _) => cx.drop(p, d),
             (Input::LocalOnly(dst, d), _) => super::local_or_drop(cx, p, IpAddr::V4(dst), d),
+            (Input::Options(dst), _) => options(cx, p, dst),
         }
     }
     let t1 = cycles();
@@ -302,8 +375,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     cx.vr.fib4.lookup(dst, &guard)
                 };
                 let Some(id) = id else {
-                    icmp::error4(cx, &p, Icmp4::Unreachable(DstUnreachable::NetUnreachable));
-                    cx.drop(p, Drop::NoRoute);
+                    refuse(cx, p, Refused::NoRoute);
                     continue;
                 };
                 let adj = cx.st.adj4.get(id.get(), generation, || {
@@ -342,25 +414,15 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                             continue;
                         }
                         NextHop::Drop => {
-                            cx.drop(p, Drop::Blackhole);
+                            refuse(cx, p, Refused::Blackhole);
                             continue;
                         }
                         NextHop::Unreachable => {
-                            icmp::error4(
-                                cx,
-                                &p,
-                                Icmp4::Unreachable(DstUnreachable::HostUnreachable),
-                            );
-                            cx.drop(p, Drop::Unreachable);
+                            refuse(cx, p, Refused::Unreachable);
                             continue;
                         }
                         NextHop::Prohibit => {
-                            icmp::error4(
-                                cx,
-                                &p,
-                                Icmp4::Unreachable(DstUnreachable::CommProhibited),
-                            );
-                            cx.drop(p, Drop::Prohibited);
+                            refuse(cx, p, Refused::Prohibit);
                             continue;
                         }
                     };

@@ -728,9 +728,14 @@ pub(crate) fn model4(net: &Net, rx: &Rx, l3: &[u8]) -> Expect {
             drop("ip4: link-local or link-layer group, not to this router")
         };
     }
-    // The policy, in its order: options go to the control plane before the FIB is asked
-    // (it forwards them, or drops or answers them as its routes say).
-    if ihl > 20 {
+    // The policy: options go to the control plane (its kernel processes them and forwards
+    // the packet), unless the route forwards nothing: no route, a blackhole, unreachable or
+    // prohibit route is applied as for a packet without options.
+    let refused = matches!(
+        route,
+        None | Some(Route::Blackhole | Route::Unreachable | Route::Prohibit)
+    );
+    if ihl > 20 && !refused {
         return punt("IP options");
     }
     let err = |ty, code, mtu, why| error4(net, rx, d, ty, code, mtu, why);
