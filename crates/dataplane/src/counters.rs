@@ -58,7 +58,7 @@ macro_rules! drops {
 
 drops! {
     NoVr = "no-vr" in Demux: "No VIF matches the frame's port, VLAN and destination.",
-    L2Truncated = "l2-truncated" in Demux: "Frame shorter than its Ethernet/VLAN headers.",
+    L2Truncated = "l2-truncated" in Demux: "Frame shorter than its Ethernet/VLAN headers, or a tag stack demux refuses (a third tag, an S-tag inside a tag).",
     VrIngressFull = "vr-ingress-full" in Demux: "The VR's ingress ring was full.",
     ReplicateNoBuffer = "replicate-no-buffer" in Demux: "No free slot to copy a broadcast frame for another VIF.",
     VrPoliced = "vr-policed" in Demux: "Over the VR's ingress rate limit (packets/s or bits/s).",
