@@ -1,8 +1,9 @@
 //! Demux: which (VR, VIF) a received frame belongs to.
 //!
 //! Per port, frames are matched on (VLAN id, destination MAC): the macvlan model, where every
-//! VIF has its own MAC; a VLAN sub-interface owns a whole VLAN; match rules split one MAC's
-//! traffic between VRs. Broadcast and multicast frames go to every VIF on the same port and
+//! VIF has its own MAC; a VLAN sub-interface (one per VLAN) takes its VLAN's frames to its
+//! MAC and the VLAN's group frames, while VIFs with MACs of their own may share the VLAN;
+//! match rules split one MAC's traffic between VRs. Broadcast and multicast frames go to every VIF on the same port and
 //! VLAN (macvlan bridge mode): the first gets the frame, the others copies.
 //!
 //! The tables are built by the control side and published in the data plane's snapshot;
@@ -258,12 +259,16 @@ impl PortDemux {
         match self.macs.get(key) {
             Some(Target::Vif(r)) => Verdict::One(r),
             Some(Target::Rules) => {
-                let Some((k, is_ip)) = rule_key(frame, l2) else {
-                    return Verdict::Drop(Drop::NoVr);
-                };
+                let key_of = rule_key(frame, l2);
                 self.rules
                     .get(&key)
-                    .and_then(|rs| rs.iter().find(|(rule, _)| rule_matches(rule, &k, is_ip)))
+                    .and_then(|rs| {
+                        rs.iter().find(|(rule, _)| match &key_of {
+                            Some((k, is_ip)) => rule_matches(rule, k, *is_ip),
+                            // Not IP or ARP, or unreadable: only a rule without fields.
+                            None => rule.is_any(),
+                        })
+                    })
                     .map_or(Verdict::Drop(Drop::NoVr), |(_, r)| Verdict::Rule(*r))
             }
             None => match self.vlans.get(&l2.vid).and_then(|v| v.whole) {

@@ -1,7 +1,10 @@
 //! Flow keys: the addresses, protocol and ports of an IP packet, for demux rules and ECMP.
 //!
 //! Read straight from the bytes of a packet that has passed its L3 checks; an absent or
-//! unreadable L4 header gives ports 0 (an ESP packet, say). Every fragment gives ports 0,
+//! unreadable L4 header gives ports 0 (an ESP packet, say). Only the packet's own bytes
+//! count: ports are read within its total (IPv4) or payload (IPv6) length, never from the
+//! link-layer padding after it, which demux sees (a frame is trimmed to its datagram only in
+//! the IP nodes). Every fragment gives ports 0,
 //! the first one included although it carries them: otherwise the first fragment would hash
 //! (and match rules) differently from the rest, and one datagram would be split over ECMP
 //! paths or VRs (Linux's flow dissector does the same).
@@ -66,8 +69,11 @@ pub fn flow_key_v4(l3: &[u8]) -> Option<FlowKey> {
     let p = ipv4::Packet::new_unchecked(l3);
     p.check_header().ok()?;
     let protocol = p.protocol().0;
+    let hl = p.header_len();
+    // A total length past the buffer (a malformed packet, dropped later) is cut to it.
+    let end = usize::from(p.total_len()).clamp(hl, l3.len());
     let (src_port, dst_port) = if !p.is_fragment() {
-        ports(&l3[p.header_len()..], protocol)
+        ports(&l3[hl..end], protocol)
     } else {
         (0, 0)
     };
@@ -83,7 +89,10 @@ pub fn flow_key_v4(l3: &[u8]) -> Option<FlowKey> {
 /// The flow key of an IPv6 packet, after walking its extension headers. `None` if the header
 /// or the chain is unreadable.
 pub fn flow_key_v6(l3: &[u8]) -> Option<FlowKey> {
-    let p = ipv6::Packet::new_checked(l3).ok()?;
+    let total = ipv6::Packet::new_checked(l3).ok()?.total_len();
+    // The chain is walked, and the ports read, within the payload length.
+    let l3 = &l3[..total];
+    let p = ipv6::Packet::new_unchecked(l3);
     let ul = p.upper_layer().ok()?;
     // An atomic fragment (RFC 6946) is a whole datagram: it keeps its ports.
     let (src_port, dst_port) = if ul.fragment.is_none_or(|f| f.is_atomic()) {
@@ -142,7 +151,8 @@ pub fn tuple_v4(l3: &[u8]) -> u128 {
     let protocol = l3[9];
     let fragment = u16::from_be_bytes([l3[6], l3[7]]) & 0x3fff != 0;
     let has_ports = matches!(protocol, 6 | 17 | 132);
-    let ports = if !fragment && has_ports && hl >= 20 && l3.len() >= hl + 4 {
+    let end = usize::from(u16::from_be_bytes([l3[2], l3[3]])).min(l3.len());
+    let ports = if !fragment && has_ports && hl >= 20 && end >= hl + 4 {
         word(hl)
     } else {
         0

@@ -65,8 +65,12 @@ impl IpPrefix {
     }
 }
 
-/// Fields a [`DemuxKey::Rule`] matches; `None` matches anything. A rule with any field set
-/// matches only IP packets.
+/// Fields a [`DemuxKey::Rule`] matches; `None` matches anything, and a rule with no field
+/// set takes every frame to its MAC. An ARP frame is matched on the address fields alone,
+/// its sender and target protocol addresses standing for source and destination (a rule's
+/// protocol and ports are not looked at): the VR whose prefix holds an address gets the ARP
+/// for it. Other frames that are not IP, and IP packets whose header cannot be read, are
+/// taken only by a rule with no field set.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MatchRule {
     /// Destination prefix.
@@ -97,6 +101,11 @@ pub struct FlowKey {
 }
 
 impl MatchRule {
+    /// Whether no field is set (the rule takes every frame).
+    pub fn is_any(&self) -> bool {
+        *self == MatchRule::default()
+    }
+
     /// Whether the rule matches a packet with these fields.
     pub fn matches(&self, k: &FlowKey) -> bool {
         self.dst.is_none_or(|p| p.contains(k.dst))
