@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use vrhost_dataplane::{Drop, IfAddr, Vr, VrConfig};
+use vrhost_dataplane::{DemuxKey, Drop, IfAddr, Vr, VrConfig};
 use vrhost_fib::{NextHop, NextHopSet, Prefix4, Prefix6};
 use vrhost_wire::EthernetAddress;
 
@@ -318,7 +318,22 @@ pub(crate) fn hops(r: R) -> NextHopSet {
 
 /// Add the VR `name` to `rig` as `net` has it: its VIFs, routes and neighbours. Every ICMP
 /// error due is sent and every punt queued (no rate limit in the way).
+#[allow(
+    dead_code,
+    reason = "reference_multi.rs demuxes some VIFs by VLAN or rule: it uses add_vr_keyed alone"
+)]
 pub(crate) fn add_vr(rig: &mut Rig, name: &str, net: &Net, flow_cache: bool) -> Arc<Vr> {
+    add_vr_keyed(rig, name, net, flow_cache, |_| DemuxKey::Mac)
+}
+
+/// [`add_vr`] with VIF `i` demuxed by `key(i)`.
+pub(crate) fn add_vr_keyed(
+    rig: &mut Rig,
+    name: &str,
+    net: &Net,
+    flow_cache: bool,
+    key: impl Fn(usize) -> DemuxKey,
+) -> Arc<Vr> {
     let mut cfg = VrConfig::new(name);
     cfg.icmp_rate = 1_000_000;
     cfg.icmp_burst = 1_000_000;
@@ -333,6 +348,7 @@ pub(crate) fn add_vr(rig: &mut Rig, name: &str, net: &Net, flow_cache: bool) -> 
         let mut c = vif(d.name, d.port, EthernetAddress(d.mac), addrs);
         c.vlan = d.vlan;
         c.mtu = net.mtu[i];
+        c.key = key(i);
         assert_eq!(usize::from(rig.dp.add_vif(name, c).unwrap()), i);
     }
     for &(n, len, r) in &net.routes4 {
