@@ -732,3 +732,78 @@ fn ip_options_go_to_the_control_plane_unless_the_route_forwards_nothing() {
         assert_clean(&mut rig);
     }
 }
+
+#[test]
+fn an_ipv6_router_alert_goes_to_the_control_plane_unless_the_route_forwards_nothing() {
+    // As IP options for IPv4: a Hop-by-Hop Router Alert (RFC 2711) is punted, unless the
+    // destination's route forwards nothing, which is applied as for any packet.
+    let routes = [
+        ("2001:db8:dead::/48", NextHop::Drop),
+        ("2001:db8:beef::/48", NextHop::Unreachable),
+        ("2001:db8:cafe::/48", NextHop::Prohibit),
+    ];
+    // Destination, and what its route does instead of forwarding (none: punted).
+    type Refused = Option<(Drop, Option<UnreachableCode>)>;
+    let cases: [(Ipv6Addr, Refused); 6] = [
+        (far6(), None),
+        (a6(), None),
+        (
+            "2001:db8:dead::9".parse().unwrap(),
+            Some((Drop::Blackhole, None)),
+        ),
+        (
+            "2001:db8:beef::9".parse().unwrap(),
+            Some((Drop::Unreachable, Some(UnreachableCode::NO_ROUTE))),
+        ),
+        (
+            "2001:db8:cafe::9".parse().unwrap(),
+            Some((Drop::Prohibited, Some(UnreachableCode::ADMIN_PROHIBITED))),
+        ),
+        (
+            "2001:db8:1234::9".parse().unwrap(),
+            Some((Drop::NoRoute, Some(UnreachableCode::NO_ROUTE))),
+        ),
+    ];
+    for (dst, refused) in cases {
+        let mut rig = Rig::new(2);
+        let vr = Blue::default().build(&mut rig);
+        for (prefix, hop) in routes {
+            vr.fib6.insert(prefix.parse().unwrap(), hop).unwrap();
+        }
+        rig.worker.poll();
+        // Hop-by-Hop (next: UDP, 8 bytes): Router Alert (value 0), PadN of 0 bytes.
+        let plain = udp6(host_a6(), dst, 64, 1, 2, b"alert");
+        let mut l3 = [&plain[..40], &[17, 0, 5, 2, 0, 0, 1, 0], &plain[40..]].concat();
+        l3[6] = 0;
+        let plen = (l3.len() - 40) as u16;
+        l3[4..6].copy_from_slice(&plen.to_be_bytes());
+        send6(&mut rig, &l3);
+        rig.run();
+        assert!(rig.recv(1).is_empty(), "to {dst}: forwarded");
+        let punts = take_punts(&rig, &vr);
+        let s = vr.stats();
+        match refused {
+            None => {
+                assert_eq!(punts.len(), 1, "to {dst}: not punted");
+                assert_eq!(&punts[0].1[14..], &l3[..], "to {dst}: punted as it came");
+                assert!(rig.recv(0).is_empty());
+                assert_drops(&s, &[]);
+            }
+            Some((why, error)) => {
+                assert!(punts.is_empty(), "to {dst}: punted");
+                match error {
+                    Some(code) => {
+                        let icmp = icmp6_reply(&mut rig);
+                        assert_eq!(
+                            expect_v6_error(&icmp, &l3),
+                            ErrorMessage::DstUnreachable(code)
+                        );
+                    }
+                    None => assert!(rig.recv(0).is_empty(), "to {dst}: an error sent"),
+                }
+                assert_drops(&s, &[(why, 1)]);
+            }
+        }
+        assert_clean(&mut rig);
+    }
+}

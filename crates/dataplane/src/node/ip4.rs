@@ -16,7 +16,7 @@ use crate::counters::{Drop, Node};
 use crate::flow;
 use crate::node::flowcache::{Fill, Tuple4Key};
 use crate::node::icmp::{self, Icmp4};
-use crate::node::{Ctx, Scratch, adjcache, cycles, l2};
+use crate::node::{Ctx, Refused, Scratch, adjcache, cycles, l2};
 use crate::pool::Pkt;
 use crate::vector::{PktVec, VECTOR};
 
@@ -36,45 +36,19 @@ enum Input {
     Options(Ipv4Addr),
 }
 
-/// A route that forwards nothing, and what it does instead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refused {
-    /// No route: ICMP network unreachable.
-    NoRoute,
-    /// A blackhole route: silence.
-    Blackhole,
-    /// An unreachable route: ICMP host unreachable.
-    Unreachable,
-    /// A prohibit route: ICMP communication administratively prohibited.
-    Prohibit,
-}
-
-impl Refused {
-    /// Whether the next hop a packet takes (`None`: no route) forwards nothing.
-    fn of(hop: Option<NextHop>) -> Option<Refused> {
-        match hop {
-            None => Some(Refused::NoRoute),
-            Some(NextHop::Drop) => Some(Refused::Blackhole),
-            Some(NextHop::Unreachable) => Some(Refused::Unreachable),
-            Some(NextHop::Prohibit) => Some(Refused::Prohibit),
-            Some(NextHop::Via { .. } | NextHop::Attached { .. } | NextHop::Local) => None,
-        }
-    }
-}
-
 /// Apply a route that forwards nothing: the ICMP error it sends, and the counted drop.
 #[inline(never)]
 fn refuse(cx: &mut Ctx<'_>, p: Pkt, r: Refused) {
-    let (code, why) = match r {
-        Refused::NoRoute => (Some(DstUnreachable::NetUnreachable), Drop::NoRoute),
-        Refused::Blackhole => (None, Drop::Blackhole),
-        Refused::Unreachable => (Some(DstUnreachable::HostUnreachable), Drop::Unreachable),
-        Refused::Prohibit => (Some(DstUnreachable::CommProhibited), Drop::Prohibited),
+    let code = match r {
+        Refused::NoRoute => Some(DstUnreachable::NetUnreachable),
+        Refused::Blackhole => None,
+        Refused::Unreachable => Some(DstUnreachable::HostUnreachable),
+        Refused::Prohibit => Some(DstUnreachable::CommProhibited),
     };
     if let Some(code) = code {
         icmp::error4(cx, &p, Icmp4::Unreachable(code));
     }
-    cx.drop(p, why);
+    cx.drop(p, r.drop());
 }
 
 /// A packet with IP options (router alert, record route, timestamp …) is the control

@@ -18,7 +18,8 @@ use crate::counters::{Drop, Node};
 use crate::flow;
 use crate::node::flowcache::Fill;
 use crate::node::icmp;
-use crate::node::{Ctx, Scratch, adjcache, cycles, l2};
+use crate::node::{Ctx, Refused, Scratch, adjcache, cycles, l2};
+use crate::pool::Pkt;
 use crate::vector::PktVec;
 
 enum Input {
@@ -28,6 +29,52 @@ enum Input {
     /// Never to be forwarded, but it may be to the router itself (see
     /// [`super::local_or_drop`]).
     LocalOnly(Ipv6Addr, Drop),
+    /// Carries a Router Alert: the control plane's, unless its route forwards nothing (see
+    /// [`router_alert`]).
+    RouterAlert(Ipv6Addr),
+}
+
+/// Apply a route that forwards nothing: the ICMPv6 error it sends, and the counted drop.
+/// An `unreachable` route answers "no route" (code 0), as Linux's `ip6_pkt_discard` does:
+/// the routes come from the VR's kernel, and its answers should not change with the data
+/// plane.
+#[inline(never)]
+fn refuse(cx: &mut Ctx<'_>, p: Pkt, r: Refused) {
+    let code = match r {
+        Refused::NoRoute | Refused::Unreachable => Some(UnreachableCode::NO_ROUTE),
+        Refused::Blackhole => None,
+        Refused::Prohibit => Some(UnreachableCode::ADMIN_PROHIBITED),
+    };
+    if let Some(code) = code {
+        icmp::error6(cx, &p, ErrorMessage::DstUnreachable(code));
+    }
+    cx.drop(p, r.drop());
+}
+
+/// A unicast packet with a Router Alert option (RSVP, say) is the control plane's, as IP
+/// options are for IPv4 (see `ip4::options`): unless its route forwards nothing, which is
+/// applied here, so that the option carries nothing past a blackhole onto the punt path.
+/// A FIB lookup per packet, for packets that are rare.
+#[inline(never)]
+fn router_alert(cx: &mut Ctx<'_>, p: Pkt, dst: Ipv6Addr) {
+    let hop = {
+        let guard = vrhost_fib::pin();
+        let fib = &cx.vr.fib6;
+        fib.lookup(dst, &guard)
+            .and_then(|id| fib.nexthops(id, &guard))
+            .map(|set| match set.hops() {
+                [one] => *one,
+                _ => {
+                    let l3 = usize::from(cx.pool.meta(&p).l3);
+                    let key = flow::flow_key_v6(&cx.pool.frame(&p)[l3..]);
+                    *set.select(key.map_or(0, |k| flow::hash(&k)))
+                }
+            })
+    };
+    match Refused::of(hop) {
+        Some(r) => refuse(cx, p, r),
+        None => cx.punt(p),
+    }
 }
 
 #[inline]
@@ -48,6 +95,8 @@ fn check(l3: &[u8], l2_group: bool) -> (Input, usize) {
         (Input::Forward(dst), total) if l2_group => {
             (Input::LocalOnly(dst, Drop::Ip6LinkMulticast), total)
         }
+        // Never forwarded, so for the control plane whatever the routes say.
+        (Input::RouterAlert(dst), total) if is_link_local(&dst) || l2_group => (Input::Punt, total),
         verdict => verdict,
     }
 }
@@ -92,7 +141,7 @@ fn check_header(l3: &[u8]) -> (Input, usize) {
     if nh == Protocol::HOPOPT {
         let p = ipv6::Packet::new_unchecked(&l3[..total]);
         return match p.router_alert() {
-            Ok(Some(_)) => (Punt, total),
+            Ok(Some(_)) => (RouterAlert(dst), total),
             Ok(None) => match p.upper_layer() {
                 Ok(_) => (Forward(dst), total),
                 Err(_) => (Drop(crate::counters::Drop::Ip6BadExtChain), 0),
@@ -140,6 +189,7 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
             (Input::Punt, _) => cx.punt(p),
             (Input::Drop(d), _) => cx.drop(p, d),
             (Input::LocalOnly(dst, d), _) => super::local_or_drop(cx, p, IpAddr::V6(dst), d),
+            (Input::RouterAlert(dst), _) => router_alert(cx, p, dst),
         }
     }
     cx.count(Node::Ip6Input, n_in, cycles().wrapping_sub(t0));
@@ -231,9 +281,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     (out, mac)
                 } else {
                     let Some(set) = id.and_then(|id| cx.vr.fib6.nexthops(id, &guard)) else {
-                        let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
-                        icmp::error6(cx, &p, e);
-                        cx.drop(p, Drop::NoRoute);
+                        refuse(cx, p, Refused::NoRoute);
                         continue;
                     };
                     let ecmp = set.hops().len() > 1;
@@ -253,19 +301,15 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                         NextHop::Via { addr, ifindex } => (addr, ifindex),
                         NextHop::Attached { ifindex } => (IpAddr::V6(dst), ifindex),
                         NextHop::Drop => {
-                            cx.drop(p, Drop::Blackhole);
+                            refuse(cx, p, Refused::Blackhole);
                             continue;
                         }
                         NextHop::Unreachable => {
-                            let e = ErrorMessage::DstUnreachable(UnreachableCode::NO_ROUTE);
-                            icmp::error6(cx, &p, e);
-                            cx.drop(p, Drop::Unreachable);
+                            refuse(cx, p, Refused::Unreachable);
                             continue;
                         }
                         NextHop::Prohibit => {
-                            let e = ErrorMessage::DstUnreachable(UnreachableCode::ADMIN_PROHIBITED);
-                            icmp::error6(cx, &p, e);
-                            cx.drop(p, Drop::Prohibited);
+                            refuse(cx, p, Refused::Prohibit);
                             continue;
                         }
                     };

@@ -235,6 +235,44 @@ pub(crate) fn cycles() -> u64 {
     }
 }
 
+/// A route that forwards nothing, and what it does instead (each family's `refuse` sends
+/// its ICMP error: none for a blackhole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// No route.
+    NoRoute,
+    /// A blackhole route: silence.
+    Blackhole,
+    /// An unreachable route.
+    Unreachable,
+    /// A prohibit route.
+    Prohibit,
+}
+
+impl Refused {
+    /// Whether the next hop a packet takes (`None`: no route) forwards nothing.
+    pub(crate) fn of(hop: Option<vrhost_fib::NextHop>) -> Option<Refused> {
+        use vrhost_fib::NextHop;
+        match hop {
+            None => Some(Refused::NoRoute),
+            Some(NextHop::Drop) => Some(Refused::Blackhole),
+            Some(NextHop::Unreachable) => Some(Refused::Unreachable),
+            Some(NextHop::Prohibit) => Some(Refused::Prohibit),
+            Some(NextHop::Via { .. } | NextHop::Attached { .. } | NextHop::Local) => None,
+        }
+    }
+
+    /// The drop it is counted as.
+    pub(crate) fn drop(self) -> Drop {
+        match self {
+            Refused::NoRoute => Drop::NoRoute,
+            Refused::Blackhole => Drop::Blackhole,
+            Refused::Unreachable => Drop::Unreachable,
+            Refused::Prohibit => Drop::Prohibited,
+        }
+    }
+}
+
 /// A packet `ip4-input` or `ip6-input` found must not be forwarded (a link-local address,
 /// a unicast datagram in a link-layer group frame) but may be to the router itself: punted
 /// if the VR's FIB has `dst` as a local address, else dropped as `why`. A FIB lookup per

@@ -841,6 +841,34 @@ pub(crate) fn fragment(vif: usize, mtu: u16, macs: &[Mac], d: &[u8]) -> Expect {
     }
 }
 
+/// An ICMP error of `ty`/`code` about `dgram` back to the sender of `rx`, or, if the RFCs
+/// forbid it (`forbidden` says why), the drop without one.
+fn icmp_unless(
+    forbidden: Option<&str>,
+    rx: &Rx,
+    ty: u8,
+    code: u8,
+    mtu: u16,
+    dgram: &[u8],
+    why: &'static str,
+) -> Expect {
+    match forbidden {
+        Some(f) => Expect::Drop {
+            why: format!("{why}; no error {f}"),
+            icmp_due: true,
+        },
+        None => Expect::Icmp {
+            vif: rx.vif,
+            to: rx.smac,
+            ty,
+            code,
+            mtu,
+            dgram: dgram.to_vec(),
+            why,
+        },
+    }
+}
+
 /// An ICMP error about `d`, unless RFC 1812 §4.3.2.7 forbids it.
 pub(crate) fn error4(
     net: &Net,
@@ -864,21 +892,7 @@ pub(crate) fn error4(
     } else {
         None
     };
-    match forbidden {
-        Some(f) => Expect::Drop {
-            why: format!("{why}; no error {f}"),
-            icmp_due: true,
-        },
-        None => Expect::Icmp {
-            vif: rx.vif,
-            to: rx.smac,
-            ty,
-            code,
-            mtu,
-            dgram: d.to_vec(),
-            why,
-        },
-    }
+    icmp_unless(forbidden, rx, ty, code, mtu, d, why)
 }
 
 /// Whether the packet's first header is a well-formed Hop-by-Hop Options header with a
@@ -984,7 +998,18 @@ pub(crate) fn model6(net: &Net, rx: &Rx, l3: &[u8]) -> Expect {
         return drop("ip6: bad destination");
     }
     if router_alert(p) {
-        return punt("router alert");
+        // The control plane's (RSVP …), unless its route forwards nothing: then as for any
+        // packet. To a link-local address or in a link-layer group frame it is never
+        // forwarded, so it is punted whatever the routes say.
+        let err = |ty, code, why| error6(net, rx, p, ty, code, 0, why);
+        return match lookup6(net, dst) {
+            _ if is_ll6(dst) || rx.group => punt("router alert"),
+            None => err(1, 0, "router alert, no route"),
+            Some(Route::Blackhole) => drop("router alert, blackhole"),
+            Some(Route::Unreachable) => err(1, 0, "router alert, unreachable route: no route"),
+            Some(Route::Prohibit) => err(1, 1, "router alert, prohibit route"),
+            Some(Route::Local | Route::Fwd(_)) => punt("router alert"),
+        };
     }
     if walk6(p).is_err() {
         return drop("ip6: malformed extension chain");
@@ -1100,21 +1125,7 @@ pub(crate) fn error6(
     } else {
         None
     };
-    match forbidden {
-        Some(f) => Expect::Drop {
-            why: format!("{why}; no error {f}"),
-            icmp_due: true,
-        },
-        None => Expect::Icmp {
-            vif: rx.vif,
-            to: rx.smac,
-            ty,
-            code,
-            mtu,
-            dgram: p.to_vec(),
-            why,
-        },
-    }
+    icmp_unless(forbidden, rx, ty, code, mtu, p, why)
 }
 
 // ---------------------------------------------------------------------------------------
