@@ -32,7 +32,7 @@ enum Input {
     /// [`super::local_or_drop`]).
     LocalOnly(Ipv4Addr, Drop),
     /// Carries IP options: the control plane's, unless its route forwards nothing (see
-    /// [`options`]).
+    /// [`super::punt_unless_refused`]).
     Options(Ipv4Addr),
 }
 
@@ -49,33 +49,6 @@ fn refuse(cx: &mut Ctx<'_>, p: Pkt, r: Refused) {
         icmp::error4(cx, &p, Icmp4::Unreachable(code));
     }
     cx.drop(p, r.drop());
-}
-
-/// A packet with IP options (router alert, record route, timestamp …) is the control
-/// plane's: its kernel processes them and forwards the packet. Unless the packet's route
-/// forwards nothing: no route, a blackhole, unreachable or prohibit route is applied here as
-/// `forward` applies it, so that options carry nothing past a blackhole onto the punt path
-/// (policed, and shared with the VR's ARP and routing protocols). A FIB lookup per packet,
-/// for packets that are rare.
-#[inline(never)]
-fn options(cx: &mut Ctx<'_>, p: Pkt, dst: Ipv4Addr) {
-    let hop = {
-        let guard = vrhost_fib::pin();
-        let fib = &cx.vr.fib4;
-        fib.lookup(dst, &guard)
-            .and_then(|id| fib.nexthops(id, &guard))
-            .map(|set| match set.hops() {
-                [one] => *one,
-                _ => {
-                    let l3 = usize::from(cx.pool.meta(&p).l3);
-                    *set.select(flow::hash_v4(&cx.pool.frame(&p)[l3..]))
-                }
-            })
-    };
-    match Refused::of(hop) {
-        Some(r) => refuse(cx, p, r),
-        None => cx.punt(p),
-    }
 }
 
 /// Per first octet of an address: [`SRC_OK`] if a source there may be forwarded by the
@@ -269,7 +242,12 @@ pub(crate) fn ip4<const L2_GROUP: bool>(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &m
             (Input::Punt, _) => cx.punt(p),
             (Input::Drop(d), _) => cx.drop(p, d),
             (Input::LocalOnly(dst, d), _) => super::local_or_drop(cx, p, IpAddr::V4(dst), d),
-            (Input::Options(dst), _) => options(cx, p, dst),
+            (Input::Options(dst), _) => {
+                // IP options (router alert, record route, timestamp …): the kernel
+                // processes them and forwards the packet.
+                let vr = cx.vr;
+                super::punt_unless_refused(cx, p, &vr.fib4, dst, flow::hash_v4, refuse)
+            }
         }
     }
     let t1 = cycles();

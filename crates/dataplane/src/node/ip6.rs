@@ -29,8 +29,8 @@ enum Input {
     /// Never to be forwarded, but it may be to the router itself (see
     /// [`super::local_or_drop`]).
     LocalOnly(Ipv6Addr, Drop),
-    /// Carries a Router Alert: the control plane's, unless its route forwards nothing (see
-    /// [`router_alert`]).
+    /// A unicast packet with a Router Alert: the control plane's, unless its route forwards
+    /// nothing (see [`super::punt_unless_refused`]).
     RouterAlert(Ipv6Addr),
 }
 
@@ -49,32 +49,6 @@ fn refuse(cx: &mut Ctx<'_>, p: Pkt, r: Refused) {
         icmp::error6(cx, &p, ErrorMessage::DstUnreachable(code));
     }
     cx.drop(p, r.drop());
-}
-
-/// A unicast packet with a Router Alert option (RSVP, say) is the control plane's, as IP
-/// options are for IPv4 (see `ip4::options`): unless its route forwards nothing, which is
-/// applied here, so that the option carries nothing past a blackhole onto the punt path.
-/// A FIB lookup per packet, for packets that are rare.
-#[inline(never)]
-fn router_alert(cx: &mut Ctx<'_>, p: Pkt, dst: Ipv6Addr) {
-    let hop = {
-        let guard = vrhost_fib::pin();
-        let fib = &cx.vr.fib6;
-        fib.lookup(dst, &guard)
-            .and_then(|id| fib.nexthops(id, &guard))
-            .map(|set| match set.hops() {
-                [one] => *one,
-                _ => {
-                    let l3 = usize::from(cx.pool.meta(&p).l3);
-                    let key = flow::flow_key_v6(&cx.pool.frame(&p)[l3..]);
-                    *set.select(key.map_or(0, |k| flow::hash(&k)))
-                }
-            })
-    };
-    match Refused::of(hop) {
-        Some(r) => refuse(cx, p, r),
-        None => cx.punt(p),
-    }
 }
 
 #[inline]
@@ -189,7 +163,12 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
             (Input::Punt, _) => cx.punt(p),
             (Input::Drop(d), _) => cx.drop(p, d),
             (Input::LocalOnly(dst, d), _) => super::local_or_drop(cx, p, IpAddr::V6(dst), d),
-            (Input::RouterAlert(dst), _) => router_alert(cx, p, dst),
+            (Input::RouterAlert(dst), _) => {
+                // RSVP, say: for the control plane, as IPv4 options are.
+                let vr = cx.vr;
+                let hash = |l3: &[u8]| flow::flow_key_v6(l3).map_or(0, |k| flow::hash(&k));
+                super::punt_unless_refused(cx, p, &vr.fib6, dst, hash, refuse)
+            }
         }
     }
     cx.count(Node::Ip6Input, n_in, cycles().wrapping_sub(t0));
