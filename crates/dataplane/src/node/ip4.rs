@@ -242,9 +242,11 @@ pub(crate) fn ip4<const L2_GROUP: bool>(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &m
             (Input::Punt, _) => cx.punt(p),
             (Input::Drop(d), _) => cx.drop(p, d),
             (Input::LocalOnly(dst, d), _) => super::local_or_drop(cx, p, IpAddr::V4(dst), d),
-            (Input::Options(dst), _) => {
+            (Input::Options(dst), total) => {
                 // IP options (router alert, record route, timestamp …): the kernel
-                // processes them and forwards the packet.
+                // processes them and forwards the packet. An error quotes the datagram
+                // alone, so link-layer padding goes first.
+                pool.meta_mut(&mut p).len = (l3 + total) as u16;
                 let vr = cx.vr;
                 super::punt_unless_refused(cx, p, &vr.fib4, dst, flow::hash_v4, refuse)
             }

@@ -163,8 +163,10 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
             (Input::Punt, _) => cx.punt(p),
             (Input::Drop(d), _) => cx.drop(p, d),
             (Input::LocalOnly(dst, d), _) => super::local_or_drop(cx, p, IpAddr::V6(dst), d),
-            (Input::RouterAlert(dst), _) => {
-                // RSVP, say: for the control plane, as IPv4 options are.
+            (Input::RouterAlert(dst), total) => {
+                // RSVP, say: for the control plane, as IPv4 options are. An error quotes
+                // the packet alone, so link-layer padding goes first.
+                pool.meta_mut(&mut p).len = u16::from(m.l3) + total as u16;
                 let vr = cx.vr;
                 let hash = |l3: &[u8]| flow::flow_key_v6(l3).map_or(0, |k| flow::hash(&k));
                 super::punt_unless_refused(cx, p, &vr.fib6, dst, hash, refuse)
