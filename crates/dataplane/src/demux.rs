@@ -3,8 +3,9 @@
 //! Per port, frames are matched on (VLAN id, destination MAC): the macvlan model, where every
 //! VIF has its own MAC; a VLAN sub-interface (one per VLAN) takes its VLAN's frames to its
 //! MAC and the VLAN's group frames, while VIFs with MACs of their own may share the VLAN;
-//! match rules split one MAC's traffic between VRs. Broadcast and multicast frames go to every VIF on the same port and
-//! VLAN (macvlan bridge mode): the first gets the frame, the others copies.
+//! match rules split one MAC's traffic between VRs. Broadcast and multicast frames go to
+//! every VIF on the same port and VLAN (macvlan bridge mode): the first gets the frame, the
+//! others copies.
 //!
 //! The tables are built by the control side and published in the data plane's snapshot;
 //! workers only read them. A unicast frame takes one probe of a table keyed by (VLAN, MAC)

@@ -2,12 +2,12 @@
 //!
 //! Read straight from the bytes of a packet that has passed its L3 checks; an absent or
 //! unreadable L4 header gives ports 0 (an ESP packet, say). Only the packet's own bytes
-//! count: ports are read within its total (IPv4) or payload (IPv6) length, never from the
-//! link-layer padding after it, which demux sees (a frame is trimmed to its datagram only in
-//! the IP nodes). Every fragment gives ports 0,
-//! the first one included although it carries them: otherwise the first fragment would hash
-//! (and match rules) differently from the rest, and one datagram would be split over ECMP
-//! paths or VRs (Linux's flow dissector does the same).
+//! count, never the link-layer padding after it: [`flow_key_v4`] and [`flow_key_v6`] (which
+//! demux uses on whole frames) read within the total or payload length; [`tuple_v4`] and
+//! [`hash_v4`] (the forwarding path's) are given the datagram alone, as the IP nodes trim it.
+//! Every fragment gives ports 0, the first one included although it carries them: otherwise
+//! the first fragment would hash (and match rules) differently from the rest, and one
+//! datagram would be split over ECMP paths or VRs (Linux's flow dissector does the same).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -139,7 +139,7 @@ pub fn hash_v4(l3: &[u8]) -> u32 {
 
 /// The fields [`hash_v4`] covers, as one number: both addresses in the high 64 bits,
 /// protocol and ports in the low (byte order as in the header; 0 if `l3` is shorter than an
-/// IPv4 header). The flow cache's 5-tuple key: two packets with the same tuple take the
+/// IPv4 header). `l3`: the datagram, without link-layer padding. The flow cache's 5-tuple key: two packets with the same tuple take the
 /// same ECMP member, so a cached decision holds for the whole flow.
 #[inline]
 pub fn tuple_v4(l3: &[u8]) -> u128 {
@@ -151,8 +151,7 @@ pub fn tuple_v4(l3: &[u8]) -> u128 {
     let protocol = l3[9];
     let fragment = u16::from_be_bytes([l3[6], l3[7]]) & 0x3fff != 0;
     let has_ports = matches!(protocol, 6 | 17 | 132);
-    let end = usize::from(u16::from_be_bytes([l3[2], l3[3]])).min(l3.len());
-    let ports = if !fragment && has_ports && hl >= 20 && end >= hl + 4 {
+    let ports = if !fragment && has_ports && hl >= 20 && l3.len() >= hl + 4 {
         word(hl)
     } else {
         0

@@ -230,7 +230,8 @@ pub(crate) fn ip4<const L2_GROUP: bool>(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &m
             (Input::Forward(dst), total) => {
                 dsts[fwd.len()] = dst;
                 if take_tuples {
-                    tuples[fwd.len()] = flow::tuple_v4(hdr());
+                    // The datagram alone: no ports from link-layer padding.
+                    tuples[fwd.len()] = flow::tuple_v4(hdr().get(..total).unwrap_or(&[]));
                 }
                 // Drop link-layer padding so what leaves is the datagram alone.
                 let trimmed = (l3 + total) as u16;
