@@ -655,6 +655,40 @@ fn an_error_not_sent_for_want_of_a_slot_spends_no_token() {
     assert_clean(&mut rig);
 }
 
+/// After `l3` (to `dst`) ran through Blue: nothing forwarded, and either (`refused` none)
+/// punted as it came and nothing else, or no punt, the drop `refused` names, and `error`'s
+/// check of the one frame sent back (none if `refused` gives no code). The pool is clean.
+#[track_caller]
+fn punted_or_refused<C>(
+    rig: &mut Rig,
+    vr: &vrhost_dataplane::Vr,
+    dst: impl std::fmt::Display,
+    l3: &[u8],
+    refused: Option<(Drop, Option<C>)>,
+    error: impl FnOnce(&mut Rig, C),
+) {
+    assert!(rig.recv(1).is_empty(), "to {dst}: forwarded");
+    let punts = take_punts(rig, vr);
+    let s = vr.stats();
+    match refused {
+        None => {
+            assert_eq!(punts.len(), 1, "to {dst}: not punted");
+            assert_eq!(&punts[0].1[14..], l3, "to {dst}: punted as it came");
+            assert!(rig.recv(0).is_empty());
+            assert_drops(&s, &[]);
+        }
+        Some((why, code)) => {
+            assert!(punts.is_empty(), "to {dst}: punted");
+            match code {
+                Some(code) => error(rig, code),
+                None => assert!(rig.recv(0).is_empty(), "to {dst}: an error sent"),
+            }
+            assert_drops(&s, &[(why, 1)]);
+        }
+    }
+    assert_clean(rig);
+}
+
 /// `l3` (an IPv4 datagram without options) with `opts` (a multiple of 4 bytes) after its
 /// header: header length, total length and checksum made right.
 fn with_options(l3: &[u8], opts: &[u8]) -> Vec<u8> {
@@ -707,29 +741,10 @@ fn ip_options_go_to_the_control_plane_unless_the_route_forwards_nothing() {
         let l3 = with_options(&udp4(HOST_A, dst, 64, 1, 2, b"alert"), &ALERT);
         send4(&mut rig, &l3);
         rig.run();
-        assert!(rig.recv(1).is_empty(), "to {dst}: forwarded");
-        let punts = take_punts(&rig, &vr);
-        let s = vr.stats();
-        match refused {
-            None => {
-                assert_eq!(punts.len(), 1, "to {dst}: not punted");
-                assert_eq!(&punts[0].1[14..], &l3[..], "to {dst}: punted as it came");
-                assert!(rig.recv(0).is_empty());
-                assert_drops(&s, &[]);
-            }
-            Some((why, error)) => {
-                assert!(punts.is_empty(), "to {dst}: punted");
-                match error {
-                    Some(code) => {
-                        let icmp = icmp4_reply(&mut rig);
-                        assert_eq!(expect_v4_error(&icmp, &l3), Err4::Unreachable(code));
-                    }
-                    None => assert!(rig.recv(0).is_empty(), "to {dst}: an error sent"),
-                }
-                assert_drops(&s, &[(why, 1)]);
-            }
-        }
-        assert_clean(&mut rig);
+        punted_or_refused(&mut rig, &vr, dst, &l3, refused, |rig, code| {
+            let icmp = icmp4_reply(rig);
+            assert_eq!(expect_v4_error(&icmp, &l3), Err4::Unreachable(code));
+        });
     }
 }
 
@@ -779,31 +794,12 @@ fn an_ipv6_router_alert_goes_to_the_control_plane_unless_the_route_forwards_noth
         l3[4..6].copy_from_slice(&plen.to_be_bytes());
         send6(&mut rig, &l3);
         rig.run();
-        assert!(rig.recv(1).is_empty(), "to {dst}: forwarded");
-        let punts = take_punts(&rig, &vr);
-        let s = vr.stats();
-        match refused {
-            None => {
-                assert_eq!(punts.len(), 1, "to {dst}: not punted");
-                assert_eq!(&punts[0].1[14..], &l3[..], "to {dst}: punted as it came");
-                assert!(rig.recv(0).is_empty());
-                assert_drops(&s, &[]);
-            }
-            Some((why, error)) => {
-                assert!(punts.is_empty(), "to {dst}: punted");
-                match error {
-                    Some(code) => {
-                        let icmp = icmp6_reply(&mut rig);
-                        assert_eq!(
-                            expect_v6_error(&icmp, &l3),
-                            ErrorMessage::DstUnreachable(code)
-                        );
-                    }
-                    None => assert!(rig.recv(0).is_empty(), "to {dst}: an error sent"),
-                }
-                assert_drops(&s, &[(why, 1)]);
-            }
-        }
-        assert_clean(&mut rig);
+        punted_or_refused(&mut rig, &vr, dst, &l3, refused, |rig, code| {
+            let icmp = icmp6_reply(rig);
+            assert_eq!(
+                expect_v6_error(&icmp, &l3),
+                ErrorMessage::DstUnreachable(code)
+            );
+        });
     }
 }
