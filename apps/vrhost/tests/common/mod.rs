@@ -8,6 +8,8 @@
     reason = "each test file uses part of the helpers"
 )]
 
+pub mod machine;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
