@@ -28,10 +28,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::fair::{Args, Section, Target, Which, window};
+use crate::inproc::Args as InArgs;
 use crate::inproc::session::{Session, median};
 use crate::inproc::topo::Tables;
 use crate::inproc::traffic::Offer;
-use crate::inproc::{Args as InArgs, Scenario};
 
 const VRS: usize = 4;
 /// Offered load, × C1 (one worker's capacity).
@@ -164,19 +164,11 @@ fn forward(s: &mut Session, secs: f64, mpps: f64) -> anyhow::Result<(f64, f64, u
 
 pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Section> {
     let base = InArgs {
-        vrs: VRS,
         workers: 2,
-        routes: Some(a.routes),
-        queue_per_vr: true,
-        cores: a.cores.clone(),
-        realtime: a.realtime,
-        rx_coalesce_us: a.rx_coalesce_us,
         rx_ring: RX_RING,
-        ..InArgs::default()
+        ..a.inproc(VRS)
     };
-    let mut sc = Scenario::from_args(&base, a.window);
-    sc.name = "app".into();
-    let mut s = Session::start(&sc, tables, hz)?;
+    let mut s = a.start(&base, "app", tables, hz, |_| {})?;
     let cores: Vec<usize> = s.cores.iter().flatten().copied().collect();
     if cores.len() != 2 {
         anyhow::bail!("vrbench fair app needs two cores for its workers (got {cores:?})");

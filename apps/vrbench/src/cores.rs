@@ -17,10 +17,10 @@ use std::time::Duration;
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
 
 use crate::fair::{Args, Section, Target, Which};
+use crate::inproc::Args as InArgs;
 use crate::inproc::session::{Session, median};
 use crate::inproc::topo::Tables;
 use crate::inproc::traffic::Offer;
-use crate::inproc::{Args as InArgs, Scenario};
 
 const VRS: usize = 4;
 /// Offered load per step, × C1.
@@ -178,19 +178,11 @@ fn counts(s: &Session) -> Counts {
 
 pub(crate) fn run(tables: &mut Tables, hz: f64, a: &Args) -> anyhow::Result<Section> {
     let base = InArgs {
-        vrs: VRS,
         workers: 2,
-        routes: Some(a.routes),
-        queue_per_vr: true,
-        cores: a.cores.clone(),
-        realtime: a.realtime,
-        rx_coalesce_us: a.rx_coalesce_us,
         rx_ring: RX_RING,
-        ..InArgs::default()
+        ..a.inproc(VRS)
     };
-    let mut sc = Scenario::from_args(&base, a.window);
-    sc.name = "cores".into();
-    let mut s = Session::start(&sc, tables, hz)?;
+    let mut s = a.start(&base, "cores", tables, hz, |_| {})?;
     let dp = s.built().dp.clone();
     // Placement decides where the VRs run (the topology pins VR k to worker k mod 2).
     for v in &s.built().vrs {

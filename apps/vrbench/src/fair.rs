@@ -68,6 +68,38 @@ pub(crate) struct Args {
     json: bool,
 }
 
+impl Args {
+    /// The in-process arguments every scenario of `vrbench fair` starts from: `vrs` VRs of
+    /// `--routes` routes, a generator queue each, on `--cores` with the real-time and
+    /// coalescing settings given.
+    pub(crate) fn inproc(&self, vrs: usize) -> InArgs {
+        InArgs {
+            vrs,
+            routes: Some(self.routes),
+            queue_per_vr: true,
+            cores: self.cores.clone(),
+            realtime: self.realtime,
+            rx_coalesce_us: self.rx_coalesce_us,
+            ..InArgs::default()
+        }
+    }
+
+    /// Start the session `name` on `base` (windows of `--window` s), `tweak`ed first.
+    pub(crate) fn start(
+        &self,
+        base: &InArgs,
+        name: &str,
+        tables: &mut Tables,
+        hz: f64,
+        tweak: impl FnOnce(&mut Scenario),
+    ) -> anyhow::Result<Session> {
+        let mut sc = Scenario::from_args(base, self.window);
+        sc.name = name.into();
+        tweak(&mut sc);
+        Session::start(&sc, tables, hz)
+    }
+}
+
 /// A scenario.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -218,19 +250,8 @@ impl Ctx<'_> {
         vrs: usize,
         f: impl Fn(&mut Scenario),
     ) -> anyhow::Result<Session> {
-        let base = InArgs {
-            vrs,
-            routes: Some(self.a.routes),
-            queue_per_vr: true,
-            cores: self.a.cores.clone(),
-            realtime: self.a.realtime,
-            rx_coalesce_us: self.a.rx_coalesce_us,
-            ..InArgs::default()
-        };
-        let mut sc = Scenario::from_args(&base, self.a.window);
-        sc.name = name.into();
-        f(&mut sc);
-        Session::start(&sc, &mut self.tables, self.hz)
+        let base = self.a.inproc(vrs);
+        self.a.start(&base, name, &mut self.tables, self.hz, f)
     }
 }
 
@@ -821,16 +842,11 @@ fn overhead(cx: &mut Ctx<'_>) -> anyhow::Result<Section> {
         ("100 VRs × 10,000 routes", 100, Some(10_000)),
     ] {
         let base = InArgs {
-            cores: a.cores.clone(),
-            realtime: a.realtime,
-            rx_coalesce_us: a.rx_coalesce_us,
-            vrs,
             routes,
-            ..InArgs::default()
+            queue_per_vr: false,
+            ..a.inproc(vrs)
         };
-        let mut sc = Scenario::from_args(&base, a.window);
-        sc.name = "overhead".into();
-        let mut s = Session::start(&sc, &mut cx.tables, cx.hz)?;
+        let mut s = a.start(&base, "overhead", &mut cx.tables, cx.hz, |_| {})?;
         let (rates, ratios) = alternate(&mut s, rounds, secs)?;
         let best = |i: usize| rates[i].iter().copied().fold(0.0, f64::max);
         for (i, (name, _, _)) in MODES.iter().enumerate() {
