@@ -442,7 +442,6 @@ fn generic_mode_forced_and_native_falls_back_to_generic() {
 #[test]
 fn forwards_ping_between_two_hosts_through_the_data_plane() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, VifConfig, VrConfig};
     use vrhost_wire::EthernetAddress;
 
     if !require_root("afxdp forwarding test") {
@@ -495,31 +494,7 @@ fn forwards_ping_between_two_hosts_through_the_data_plane() {
         })
         .unwrap();
     assert_eq!(p0.mode(), p1.mode());
-    let dp = Dataplane::new(
-        pool.clone(),
-        DataplaneConfig {
-            workers: 1,
-            ports: vec!["p0".into(), "p1".into()],
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let vr = dp.add_vr(VrConfig::new("blue")).unwrap();
-    let vif = |name: &str, port, mac, addr| VifConfig {
-        name: name.into(),
-        port,
-        vlan: None,
-        key: Default::default(),
-        mac,
-        mtu: 1500,
-        addrs: vec![IfAddr::V4(addr, 24)],
-    };
-    dp.add_vif("blue", vif("a", 0, mac_a, [10, 0, 0, 1].into()))
-        .unwrap();
-    dp.add_vif("blue", vif("b", 1, mac_b, [10, 0, 1, 1].into()))
-        .unwrap();
-    vr.neigh.set(0, [10, 0, 0, 2].into(), h1_mac);
-    vr.neigh.set(1, [10, 0, 1, 2].into(), h2_mac);
+    let (dp, vr) = blue_between(&pool, (mac_a, h1_mac), (mac_b, h2_mac));
 
     let (rx0, tx0) = p0.take_queues().pop().unwrap();
     let (rx1, tx1) = p1.take_queues().pop().unwrap();

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use afxdp_util::mac_of;
+use afxdp_util::{blue_between, mac_of};
 use vrhost_dataplane::port::TxQueue;
-use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, PktVec, Pool, VifConfig, VrConfig};
+use vrhost_dataplane::{PktVec, Pool};
 use vrhost_io::afxdp::{XdpOptions, XdpPort};
 use vrhost_lab::{Netns, require_root, veth};
 use vrhost_wire::EthernetAddress;
@@ -84,7 +84,8 @@ fn forwarding_rate() {
     );
     let h1_mac = mac_of(&h1, "eth0");
 
-    let pool = Pool::new(16384);
+    // Default ring sizes: two ports × 8192 fill slots, plus room for the data plane.
+    let pool = Pool::new(32768);
     let (mut p0, mut p1) = r
         .run(|| {
             let o = XdpOptions::default();
@@ -94,36 +95,11 @@ fn forwarding_rate() {
             )
         })
         .unwrap();
-    let dp = Dataplane::new(
-        pool.clone(),
-        DataplaneConfig {
-            workers: 1,
-            ports: vec!["p0".into(), "p1".into()],
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let vr = dp.add_vr(VrConfig::new("blue")).unwrap();
-    let vif = |name: &str, port, mac, addr| VifConfig {
-        name: name.into(),
-        port,
-        vlan: None,
-        key: Default::default(),
-        mac,
-        mtu: 1500,
-        addrs: vec![IfAddr::V4(addr, 24)],
-    };
-    dp.add_vif("blue", vif("a", 0, mac_a, [10, 0, 0, 1].into()))
-        .unwrap();
-    dp.add_vif("blue", vif("b", 1, mac_b, [10, 0, 1, 1].into()))
-        .unwrap();
-    vr.neigh
-        .set(0, [10, 0, 0, 2].into(), EthernetAddress(h1_mac));
-    // Not h2's MAC: h2 drops the frames as soon as it sees them.
-    vr.neigh.set(
-        1,
-        [10, 0, 1, 2].into(),
-        EthernetAddress([2, 0, 0, 0, 0x99, 0x99]),
+    // Not h2's MAC for VIF b's neighbour: h2 drops the frames as soon as it sees them.
+    let (dp, vr) = blue_between(
+        &pool,
+        (mac_a, EthernetAddress(h1_mac)),
+        (mac_b, EthernetAddress([2, 0, 0, 0, 0x99, 0x99])),
     );
     let (rx0, tx0) = p0.take_queues().pop().unwrap();
     let (rx1, tx1) = p1.take_queues().pop().unwrap();
@@ -135,8 +111,9 @@ fn forwarding_rate() {
         )
         .unwrap();
 
-    // The generator: its own pool and port in h1.
-    let gpool = Pool::new(8192);
+    // The generator: its own pool and port in h1 (8192 slots go to its fill ring, the rest
+    // are the frames it sends).
+    let gpool = Pool::new(16384);
     let mut gport = h1
         .run(|| XdpPort::open("eth0", 1, &gpool, &XdpOptions::default()).unwrap())
         .unwrap();

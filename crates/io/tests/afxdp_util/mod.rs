@@ -15,9 +15,14 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use vrhost_dataplane::port::RxQueue;
-use vrhost_dataplane::{Meta, PktVec, Pool};
+use vrhost_dataplane::{
+    Dataplane, DataplaneConfig, IfAddr, Meta, PktVec, Pool, VifConfig, Vr, VrConfig,
+};
 use vrhost_lab::Netns;
+use vrhost_wire::EthernetAddress;
 
 /// EtherType of the test frames (IEEE 802 local experimental): the kernel stack ignores it.
 pub const TEST_ETHERTYPE: u16 = 0x88b5;
@@ -229,4 +234,40 @@ pub fn mac_of(ns: &Netns, ifname: &str) -> [u8; 6] {
         *b = u8::from_str_radix(h, 16).unwrap();
     }
     m
+}
+
+/// A one-worker data plane on ports `p0` and `p1` with VR `blue` routing between them: VIF
+/// `a` on p0 (MAC `mac_a`, 10.0.0.1/24, neighbour 10.0.0.2 at `h1`), VIF `b` on p1 (`mac_b`,
+/// 10.0.1.1/24, neighbour 10.0.1.2 at `h2`).
+pub fn blue_between(
+    pool: &Arc<Pool>,
+    (mac_a, h1): (EthernetAddress, EthernetAddress),
+    (mac_b, h2): (EthernetAddress, EthernetAddress),
+) -> (Dataplane, Arc<Vr>) {
+    let dp = Dataplane::new(
+        pool.clone(),
+        DataplaneConfig {
+            workers: 1,
+            ports: vec!["p0".into(), "p1".into()],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let vr = dp.add_vr(VrConfig::new("blue")).unwrap();
+    let vif = |name: &str, port, mac, addr| VifConfig {
+        name: name.into(),
+        port,
+        vlan: None,
+        key: Default::default(),
+        mac,
+        mtu: 1500,
+        addrs: vec![IfAddr::V4(addr, 24)],
+    };
+    dp.add_vif("blue", vif("a", 0, mac_a, [10, 0, 0, 1].into()))
+        .unwrap();
+    dp.add_vif("blue", vif("b", 1, mac_b, [10, 0, 1, 1].into()))
+        .unwrap();
+    vr.neigh.set(0, [10, 0, 0, 2].into(), h1);
+    vr.neigh.set(1, [10, 0, 1, 2].into(), h2);
+    (dp, vr)
 }
