@@ -5,9 +5,9 @@
 //! them busy with TCP starves everything else on the host: the kernel leaves ordinary tasks
 //! only about 50 ms of each second then. Another test's daemon worker, its pings and the
 //! softirqs that carry them wait up to a second, and `ping -W 1` counts a late reply as lost.
-//! (Found 2026-11-29: three of nine runs of the whole `e2e` file lost a ping in the reload
-//! test, every one while the real-time test ran beside it; none in 32 runs of the reload
-//! test alone. With this lock: 12 runs of the whole file, none lost.)
+//! (Found 2026-11-29: five of 27 runs of the whole `e2e` file lost a ping in the reload
+//! test, none of 42 runs of the reload test alone; with this lock, none of 27 runs of the
+//! whole file.)
 //!
 //! So such a test takes the machine [`alone`]; every other test takes a [`share`]. Hold the
 //! guard for the whole test, declared before the lab and daemon so it is dropped after them.
