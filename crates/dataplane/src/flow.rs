@@ -137,10 +137,18 @@ pub fn hash_v4(l3: &[u8]) -> u32 {
     hash_tuple_v4(tuple_v4(l3))
 }
 
+/// The forwarding path's IPv6 ECMP hash: [`hash`] of the packet's [`flow_key_v6`], 0 if it
+/// has none.
+#[inline]
+pub fn hash_v6(l3: &[u8]) -> u32 {
+    flow_key_v6(l3).map_or(0, |k| hash(&k))
+}
+
 /// The fields [`hash_v4`] covers, as one number: both addresses in the high 64 bits,
 /// protocol and ports in the low (byte order as in the header; 0 if `l3` is shorter than an
-/// IPv4 header). `l3`: the datagram, without link-layer padding. The flow cache's 5-tuple key: two packets with the same tuple take the
-/// same ECMP member, so a cached decision holds for the whole flow.
+/// IPv4 header). `l3`: the datagram, without link-layer padding. The flow cache's 5-tuple
+/// key: two packets with the same tuple take the same ECMP member, so a cached decision
+/// holds for the whole flow.
 #[inline]
 pub fn tuple_v4(l3: &[u8]) -> u128 {
     if l3.len() < 20 {

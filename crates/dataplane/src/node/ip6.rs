@@ -168,8 +168,7 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                 // the packet alone, so link-layer padding goes first.
                 pool.meta_mut(&mut p).len = u16::from(m.l3) + total as u16;
                 let vr = cx.vr;
-                let hash = |l3: &[u8]| flow::flow_key_v6(l3).map_or(0, |k| flow::hash(&k));
-                super::punt_unless_refused(cx, p, &vr.fib6, dst, hash, refuse)
+                super::punt_unless_refused(cx, p, &vr.fib6, dst, flow::hash_v6, refuse)
             }
         }
     }
@@ -245,7 +244,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                 };
                 let adj = id.and_then(|id| {
                     cx.st.adj6.get(id.get(), generation, || {
-                        flow::flow_key_v6(&pool.frame(&p)[l3..]).map_or(0, |k| flow::hash(&k))
+                        flow::hash_v6(&pool.frame(&p)[l3..])
                     })
                 });
                 if let Some(((vif, mac), from_ecmp)) = adj
@@ -268,9 +267,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     let ecmp = set.hops().len() > 1;
                     per_dst = !ecmp;
                     let hop = if ecmp {
-                        let h =
-                            flow::flow_key_v6(&pool.frame(&p)[l3..]).map_or(0, |k| flow::hash(&k));
-                        set.select(h)
+                        set.select(flow::hash_v6(&pool.frame(&p)[l3..]))
                     } else {
                         &set.hops()[0]
                     };
