@@ -36,7 +36,7 @@ use vrhost_dataplane::{Drop, Fairness, Scheduler, jain};
 use crate::inproc::session::{Session, median};
 use crate::inproc::topo::Tables;
 use crate::inproc::traffic::Offer;
-use crate::inproc::{Args as InArgs, Scenario, report, tsc_hz};
+use crate::inproc::{Args as InArgs, Scenario, tsc_hz};
 
 /// Options of `vrbench fair`.
 #[derive(clap::Args, Debug, Clone)]
@@ -296,7 +296,7 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
         println!(
             "{}",
             serde_json::to_string_pretty(&J {
-                machine: report::machine(),
+                machine: crate::host::describe_with_load(),
                 tsc_ghz: cx.hz / 1e9,
                 sections: &out,
             })?
@@ -304,7 +304,7 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
     } else {
         println!(
             "Machine: {}; TSC {:.3} GHz.",
-            report::machine(),
+            crate::host::describe_with_load(),
             cx.hz / 1e9
         );
     }

@@ -98,7 +98,7 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
     let v4 = family::<V4>(a, tablegen::ipv4_table(a.v4, a.seed), baseline, true)?;
     let v6 = family::<V6>(a, tablegen::ipv6_table(a.v6, a.seed), baseline, false)?;
     let report = Report {
-        machine: machine(),
+        machine: crate::host::describe(),
         baseline_mreads_per_s: baseline,
         total_memory_bytes: v4.memory_bytes + v6.memory_bytes,
         total_allocated_bytes: v4.allocated_bytes + v6.allocated_bytes,
@@ -158,22 +158,6 @@ fn print(r: &Report) {
         r.total_memory_bytes as f64 / (1 << 20) as f64,
         r.total_allocated_bytes as f64 / (1 << 20) as f64
     );
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    format!("{cpu}, {cores} cores")
 }
 
 /// Median of `rounds` timings of `f` (which does `n` operations), in M operations/s.

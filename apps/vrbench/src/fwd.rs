@@ -79,7 +79,6 @@ mod sink;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -215,18 +214,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         None
     };
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal while the first is being handled exits at once.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))?;
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
-    }
+    let stop = crate::stop::on_signal()?;
 
     let name = args
         .name
         .clone()
         .unwrap_or_else(|| format!("fwd{}", std::process::id()));
-    let load_before = loadavg();
+    let load_before = crate::host::loadavg();
     let mut results = Vec::new();
     for layout in &layouts {
         if !args.json {
@@ -237,9 +231,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     }
     let run = report::Run {
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        machine: machine(),
+        machine: crate::host::json(),
         load_before,
-        load_after: loadavg(),
+        load_after: crate::host::loadavg(),
         trials: args.trials,
         seconds: args.seconds,
         batch: args.batch,
@@ -558,35 +552,6 @@ fn debug_counters(s: &str) -> BTreeMap<String, u64> {
             Some((k.trim().to_string(), v.trim().parse().ok()?))
         })
         .collect()
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn machine() -> Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_default();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap_or_default()
-        .trim()
-        .to_string();
-    json!({
-        "cpu": cpu,
-        "cores": std::thread::available_parallelism().map_or(1, |p| p.get()),
-        "kernel": kernel,
-    })
 }
 
 #[cfg(test)]

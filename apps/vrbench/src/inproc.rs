@@ -498,7 +498,7 @@ fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
         ),
     ];
     let r = SuiteReport {
-        machine: report::machine(),
+        machine: crate::host::describe_with_load(),
         tsc_ghz: hz / 1e9,
         rows,
         scenarios: vec![one, flows, many, two, solo, over, shed],

@@ -68,8 +68,6 @@ pub(crate) mod trial;
 mod wheel;
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -223,12 +221,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     } else {
         None
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal while the first is being handled exits at once.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))?;
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
-    }
+    let stop = crate::stop::on_signal()?;
     let name = args
         .name
         .clone()

@@ -28,6 +28,7 @@ mod dut_inproc;
 mod fair;
 mod fibbench;
 mod fwd;
+mod host;
 mod inproc;
 mod lab;
 mod lab_frame;
@@ -35,6 +36,7 @@ mod live;
 mod measure;
 mod number;
 mod rt;
+mod stop;
 mod syncbench;
 
 /// Every unit test of this binary takes this, so they run one at a time. Some pin

@@ -1024,9 +1024,7 @@ pub(crate) fn run(a: &Args) -> anyhow::Result<()> {
     check(&a)?;
     let out = a.out.clone().unwrap_or_else(|| default_out("measure"));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    let stop = crate::stop::on_signal()?;
     // Applied after the signal handlers, so Ctrl-C ends the run normally and this drops.
     let unthrottled = a
         .rt_unthrottle

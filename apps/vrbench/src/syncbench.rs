@@ -260,7 +260,7 @@ fn latency(routes: u32, json: bool) -> anyhow::Result<()> {
     let t_empty = until(Duration::from_secs(600), || c.vr.fib4.len() <= base)?;
     let r = Latency {
         routes,
-        machine: crate::inproc::report::machine(),
+        machine: crate::host::describe_with_load(),
         command: format!("vrbench sync latency --routes {routes}"),
         ip_batch_add_s: (t_ip - t0).as_secs_f64(),
         fib_complete_after_last_add_s: t_fib.saturating_duration_since(t_ip).as_secs_f64(),
@@ -487,7 +487,7 @@ fn isolation(
         .join()
         .map_err(|_| anyhow::anyhow!("feeder panicked"))??;
     let r = Isolation {
-        machine: crate::inproc::report::machine(),
+        machine: crate::host::describe_with_load(),
         command: format!(
             "vrbench sync isolation --rate {rate} --vrs {vrs} --table {table} --rounds {rounds} --seconds {seconds}"
         ),

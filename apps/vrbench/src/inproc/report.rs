@@ -294,26 +294,6 @@ pub(crate) struct Report {
     pub(crate) workers: Vec<WorkerFig>,
 }
 
-pub(crate) fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".into());
-    format!("{cpu}, {cores} cores (1-min load average {load} at the end of the run)")
-}
-
 /// Figures from the counter difference `d`, the workers' timings and what they were offered.
 #[expect(
     clippy::too_many_arguments,
@@ -413,7 +393,7 @@ pub(crate) fn make(
     Report {
         name: sc.name.clone(),
         command,
-        machine: machine(),
+        machine: crate::host::describe_with_load(),
         config: ConfigOut {
             vrs: sc.vrs,
             routes_per_vr: sc.routes,
