@@ -112,6 +112,24 @@ pub(crate) struct VrSnap {
     pub(crate) vif_epoch: u64,
 }
 
+impl VrSnap {
+    /// This VR with VIF slot `id` set to `vif` (added, replaced or, with `None`, removed):
+    /// a new VIF table and the next VIF epoch, so workers' fast paths see the change.
+    fn with_vif(&self, id: VifId, vif: Option<Arc<Vif>>) -> VrSnap {
+        let mut vifs: Vec<_> = self.vifs.to_vec();
+        if vifs.len() <= usize::from(id) {
+            vifs.resize(usize::from(id) + 1, None);
+        }
+        vifs[usize::from(id)] = vif;
+        VrSnap {
+            vr: self.vr.clone(),
+            vifs: vifs.into(),
+            owner: self.owner,
+            vif_epoch: self.vif_epoch + 1,
+        }
+    }
+}
+
 /// Everything about the topology a worker reads, replaced whole on change.
 #[derive(Debug, Default)]
 pub(crate) struct Snapshot {
@@ -1148,17 +1166,7 @@ impl Dataplane {
         });
         self.publish(|snap| {
             snap.ports[usize::from(vif.config.port)] = demux;
-            let mut vifs: Vec<_> = s.vifs.to_vec();
-            if vifs.len() <= usize::from(id) {
-                vifs.resize(usize::from(id) + 1, None);
-            }
-            vifs[usize::from(id)] = Some(vif.clone());
-            snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
-                vr: s.vr.clone(),
-                vifs: vifs.into(),
-                owner: s.owner,
-                vif_epoch: s.vif_epoch + 1,
-            });
+            snap.vrs[usize::from(s.vr.id)] = Some(s.with_vif(id, Some(vif.clone())));
         });
         Ok(id)
     }
@@ -1187,14 +1195,7 @@ impl Dataplane {
                 vif: v.id,
             };
             snap.ports[usize::from(v.config.port)].remove(&v.config, r);
-            let mut vifs: Vec<_> = s.vifs.to_vec();
-            vifs[usize::from(v.id)] = None;
-            snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
-                vr: s.vr.clone(),
-                vifs: vifs.into(),
-                owner: s.owner,
-                vif_epoch: s.vif_epoch + 1,
-            });
+            snap.vrs[usize::from(s.vr.id)] = Some(s.with_vif(v.id, None));
         });
         Ok(())
     }
@@ -1228,14 +1229,7 @@ impl Dataplane {
             counters: old.counters.clone(),
         });
         self.publish(|snap| {
-            let mut vifs: Vec<_> = s.vifs.to_vec();
-            vifs[usize::from(vif)] = Some(new);
-            snap.vrs[usize::from(s.vr.id)] = Some(VrSnap {
-                vr: s.vr.clone(),
-                vifs: vifs.into(),
-                owner: s.owner,
-                vif_epoch: s.vif_epoch + 1,
-            });
+            snap.vrs[usize::from(s.vr.id)] = Some(s.with_vif(vif, Some(new)));
         });
         Ok(())
     }
