@@ -5,11 +5,15 @@
 //! MAC and the VLAN's group frames, while VIFs with MACs of their own may share the VLAN;
 //! match rules split one MAC's traffic between VRs. Broadcast and multicast frames go to
 //! every VIF on the same port and VLAN (macvlan bridge mode): the first gets the frame, the
-//! others copies.
+//! others copies. So does an ARP frame to a MAC that rules share, to every VIF whose rule
+//! takes it: ARP carries addresses but no protocol or ports, so two VRs that split one MAC
+//! by port both need the replies to their requests.
 //!
 //! The tables are built by the control side and published in the data plane's snapshot;
 //! workers only read them. A unicast frame takes one probe of a table keyed by (VLAN, MAC)
 //! ([`crate::mactable`]); group-addressed ones one of the VLAN map.
+
+use core::net::{IpAddr, Ipv4Addr};
 
 use rustc_hash::FxHashMap;
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
@@ -70,8 +74,70 @@ pub enum Verdict<'a> {
     Rule(VifRef),
     /// A group-addressed frame: to each of these VIFs.
     Flood(&'a [VifRef]),
+    /// An ARP frame to a MAC that rules share, which at least one of them takes: a copy to
+    /// each VIF whose rule takes it ([`ArpRules::copies`]).
+    Arp(ArpRules<'a>),
     /// Nowhere.
     Drop(Drop),
+}
+
+// Returned for every frame the memo does not decide: three words, not more.
+const _: () = assert!(core::mem::size_of::<Verdict<'static>>() == 24);
+
+/// The rules of a MAC that an ARP frame was sent to ([`Verdict::Arp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArpRules<'a>(&'a [(MatchRule, VifRef)]);
+
+impl<'a> ArpRules<'a> {
+    /// The VIFs whose rules take `frame` (the ARP demuxed, with its `l2`), in the order they
+    /// were added: an iterator that allocates nothing and borrows nothing of the frame. (The
+    /// verdict does not carry the addresses, so that every [`Verdict`] stays three words.)
+    pub fn copies(self, frame: &[u8], l2: &L2Info) -> Copies<'a> {
+        // Demux gives this verdict only for an ARP with readable addresses; for any other
+        // frame, no VIF.
+        match arp_addrs(frame, l2) {
+            Some((sender, target)) => Copies(Inner::Arp(self.0.iter(), sender, target)),
+            None => Copies(Inner::All([].iter())),
+        }
+    }
+}
+
+/// The VIFs that get a copy of a frame: every VIF of a [`Verdict::Flood`], or those of
+/// [`ArpRules::copies`].
+#[derive(Debug, Clone)]
+pub struct Copies<'a>(Inner<'a>);
+
+impl<'a> From<&'a [VifRef]> for Copies<'a> {
+    fn from(vifs: &'a [VifRef]) -> Self {
+        Copies(Inner::All(vifs.iter()))
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Inner<'a> {
+    All(core::slice::Iter<'a, VifRef>),
+    /// Rules, and the ARP's sender and target addresses.
+    Arp(
+        core::slice::Iter<'a, (MatchRule, VifRef)>,
+        Ipv4Addr,
+        Ipv4Addr,
+    ),
+}
+
+impl Iterator for Copies<'_> {
+    type Item = VifRef;
+
+    fn next(&mut self) -> Option<VifRef> {
+        match &mut self.0 {
+            Inner::All(it) => it.next().copied(),
+            Inner::Arp(rules, sender, target) => {
+                let (s, t) = (*sender, *target);
+                rules
+                    .find(|(rule, _)| takes_arp(rule, s, t))
+                    .map(|(_, r)| *r)
+            }
+        }
+    }
 }
 
 /// What demux reads from a frame's L2 headers.
@@ -138,33 +204,28 @@ pub(crate) fn unpack(x: u64) -> L2Info {
     }
 }
 
-/// The flow key rules see: IP headers, or an ARP's sender/target addresses.
-fn rule_key(frame: &[u8], l2: &L2Info) -> Option<(FlowKey, bool)> {
+/// The flow key IP rules see, `None` if the frame is not IP or its header cannot be read.
+fn ip_key(frame: &[u8], l2: &L2Info) -> Option<FlowKey> {
     let l3 = frame.get(l2.l3 as usize..)?;
     match l2.class {
-        Class::Ipv4 => flow_key_v4(l3).map(|k| (k, true)),
-        Class::Ipv6 => flow_key_v6(l3).map(|k| (k, true)),
-        Class::Arp if l3.len() >= 28 && l3[4] == 6 && l3[5] == 4 => Some((
-            FlowKey {
-                src: flow::v4_at(l3, 14).into(),
-                dst: flow::v4_at(l3, 24).into(),
-                protocol: 0,
-                src_port: 0,
-                dst_port: 0,
-            },
-            false,
-        )),
+        Class::Ipv4 => flow_key_v4(l3),
+        Class::Ipv6 => flow_key_v6(l3),
         _ => None,
     }
 }
 
-fn rule_matches(r: &MatchRule, k: &FlowKey, is_ip: bool) -> bool {
-    if is_ip {
-        r.matches(k)
-    } else {
-        // ARP: only the address fields mean anything.
-        r.dst.is_none_or(|p| p.contains(k.dst)) && r.src.is_none_or(|p| p.contains(k.src))
-    }
+/// An ARP frame's sender and target protocol addresses (Ethernet and IPv4 lengths only).
+fn arp_addrs(frame: &[u8], l2: &L2Info) -> Option<(Ipv4Addr, Ipv4Addr)> {
+    let l3 = frame.get(l2.l3 as usize..)?;
+    (l2.class == Class::Arp && l3.len() >= 28 && l3[4] == 6 && l3[5] == 4)
+        .then(|| (flow::v4_at(l3, 14), flow::v4_at(l3, 24)))
+}
+
+/// Whether `r` takes an ARP frame with these sender and target addresses: only the address
+/// fields mean anything to ARP.
+fn takes_arp(r: &MatchRule, sender: Ipv4Addr, target: Ipv4Addr) -> bool {
+    r.dst.is_none_or(|p| p.contains(IpAddr::V4(target)))
+        && r.src.is_none_or(|p| p.contains(IpAddr::V4(sender)))
 }
 
 impl PortDemux {
@@ -260,15 +321,22 @@ impl PortDemux {
         match self.macs.get(key) {
             Some(Target::Vif(r)) => Verdict::One(r),
             Some(Target::Rules) => {
-                let key_of = rule_key(frame, l2);
-                self.rules
-                    .get(&key)
-                    .and_then(|rs| {
-                        rs.iter().find(|(rule, _)| match &key_of {
-                            Some((k, is_ip)) => rule_matches(rule, k, *is_ip),
-                            // Not IP or ARP, or unreadable: only a rule without fields.
-                            None => rule.is_any(),
-                        })
+                let rules = self.rules.get(&key).map_or(&[][..], Vec::as_slice);
+                if let Some((sender, target)) = arp_addrs(frame, l2) {
+                    // Every rule that its addresses satisfy (see the module's docs).
+                    return if rules.iter().any(|(r, _)| takes_arp(r, sender, target)) {
+                        Verdict::Arp(ArpRules(rules))
+                    } else {
+                        Verdict::Drop(Drop::NoVr)
+                    };
+                }
+                let key_of = ip_key(frame, l2);
+                rules
+                    .iter()
+                    .find(|(rule, _)| match &key_of {
+                        Some(k) => rule.matches(k),
+                        // Not IP or ARP, or unreadable: only a rule without fields.
+                        None => rule.is_any(),
                     })
                     .map_or(Verdict::Drop(Drop::NoVr), |(_, r)| Verdict::Rule(*r))
             }

@@ -44,7 +44,7 @@ pub use dataplane::{
     DEFAULT_FLOW_CACHE, Dataplane, DataplaneConfig, MAX_FLOW_CACHE, MAX_MTU, MAX_WEIGHT, RunVrs,
     WorkerStats,
 };
-pub use demux::{L2Info, PortDemux, Verdict, VifRef, parse_l2};
+pub use demux::{ArpRules, Copies, L2Info, PortDemux, Verdict, VifRef, parse_l2};
 pub use error::DpError;
 pub use fastpath::{FastFlow, FastPath};
 pub use neigh::{NeighMap, NeighTable};

@@ -68,9 +68,11 @@ impl IpPrefix {
 /// Fields a [`DemuxKey::Rule`] matches; `None` matches anything, and a rule with no field
 /// set takes every frame to its MAC. An ARP frame is matched on the address fields alone,
 /// its sender and target protocol addresses standing for source and destination (a rule's
-/// protocol and ports are not looked at): the VR whose prefix holds an address gets the ARP
-/// for it. Other frames that are not IP, and IP packets whose header cannot be read, are
-/// taken only by a rule with no field set.
+/// protocol and ports are not looked at), and every VIF whose rule takes it gets a copy, not
+/// only the first: the VR whose prefix holds an address gets the ARP for it, and VRs that
+/// split one MAC by protocol or port all get the replies to their requests. Other frames that
+/// are not IP, and IP packets whose header cannot be read, are taken only by the first rule
+/// with no field set.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MatchRule {
     /// Destination prefix.

@@ -23,7 +23,8 @@
 //! unicast frame goes to the one MAC- or VLAN-keyed VIF with that port, VLAN and MAC (a VLAN
 //! owner takes its MAC, not every MAC on its VLAN: `DemuxKey::Vlan`), else to the first VIF
 //! added whose rule takes it, by the fields `flow.rs` documents (ARP by its addresses alone,
-//! other frames only by a rule with no field set: `MatchRule`); a broadcast or multicast frame to every VIF on that port and VLAN, rules
+//! and a copy to every VIF whose rule takes it; other frames only by a rule with no field
+//! set: `MatchRule`); a broadcast or multicast frame to every VIF on that port and VLAN, rules
 //! or not, one copy each (macvlan bridge mode), so two to r3 on port 2 VLAN 9; no VIF: a
 //! `no-vr` drop at demux. A third tag, an S-tag inside another tag, and a frame that ends
 //! inside its tags are refused (`l2-truncated`): forwarding on the wrong VLAN is worse than a
@@ -166,7 +167,9 @@ const ANY: Rule = Rule {
 /// port 53 in 128.0.0.0/1, r4 the rest of 128.0.0.0/1; on the one their b share, r3 takes
 /// what comes from port 12345 in 2001:db8::/32, r4 the rest to 2001:db8::/32. Every rule has
 /// a prefix, and none holds the addresses of the ARP frames sent (ARP to a rule's MAC is
-/// matched on its addresses: `arp_is_matched_on_its_addresses_alone` covers that).
+/// matched on its addresses, a copy to each rule that takes it:
+/// `arp_is_matched_on_its_addresses_alone` and
+/// `an_arp_to_a_mac_that_rules_share_reaches_every_vr_whose_rule_takes_it` cover that).
 static KEYS: [[Key; 4]; NVR] = [
     [Key::Mac; 4],
     [Key::Mac; 4],
@@ -350,17 +353,21 @@ fn demux(port: usize, f: &[u8]) -> Demux {
         here
     } else {
         let flow = flow_key(ethertype, &f[l3..]);
-        here.iter()
+        let takes = |&&(r, i): &&(usize, usize)| match KEYS[r][i] {
+            Key::Rule(rule) => rule.takes(flow.as_ref()),
+            _ => false,
+        };
+        match here
+            .iter()
             .find(|&&(r, i)| !matches!(KEYS[r][i], Key::Rule(_)))
-            .or_else(|| {
-                here.iter().find(|&&(r, i)| match KEYS[r][i] {
-                    Key::Rule(rule) => rule.takes(flow.as_ref()),
-                    _ => false,
-                })
-            })
-            .into_iter()
-            .copied()
-            .collect()
+        {
+            Some(one) => vec![*one],
+            // ARP names no protocol or ports: a copy to every rule that takes it.
+            None if flow.as_ref().is_some_and(|k| !k.ip) => {
+                here.iter().filter(takes).copied().collect()
+            }
+            None => here.iter().find(takes).into_iter().copied().collect(),
+        }
     };
     if take.is_empty() {
         return Demux::Drop(Drop::NoVr);
@@ -1796,6 +1803,95 @@ fn arp_is_matched_on_its_addresses_alone() {
         to_one_rule(other, 0x0806, &arp(28)),
         (0, vec![(Drop::NoVr, 1)])
     );
+}
+
+/// `MatchRule`'s docs: ARP names no protocol or ports, so an ARP frame to a MAC that rules
+/// share goes to every VIF whose rule takes it by its addresses, a copy each. Two VRs split
+/// one MAC by destination port (x UDP 53, y TCP 80) and a third (z) takes a prefix beside the
+/// ARP's target: a unicast ARP reply to that MAC reaches x and y, byte for byte, and not z;
+/// IP packets still go to one rule each.
+#[test]
+fn an_arp_to_a_mac_that_rules_share_reaches_every_vr_whose_rule_takes_it() {
+    let mut rig = Rig::new(1);
+    let mac = vr_mac(7, 1);
+    let target = ip4(&arp(28)[24..]);
+    let beside = Ipv4Addr::from(u32::from(target) ^ 1);
+    let rules = [
+        MatchRule {
+            protocol: Some(17),
+            dst_port: Some(53),
+            ..MatchRule::default()
+        },
+        MatchRule {
+            protocol: Some(6),
+            dst_port: Some(80),
+            ..MatchRule::default()
+        },
+        MatchRule {
+            dst: Some(IpPrefix::V4(Prefix4::new_masked(beside, 32))),
+            ..MatchRule::default()
+        },
+    ];
+    let vrs: Vec<Arc<Vr>> = ["x", "y", "z"]
+        .iter()
+        .zip(rules)
+        .map(|(name, rule)| {
+            let vr = rig
+                .dp
+                .add_vr(vrhost_dataplane::VrConfig::new(*name))
+                .unwrap();
+            let mut c = common::vif("a", 0, vrhost_wire::EthernetAddress(mac), vec![]);
+            c.key = DemuxKey::Rule(rule);
+            rig.dp.add_vif(name, c).unwrap();
+            vr
+        })
+        .collect();
+    rig.worker.poll();
+    let frame = |ethertype: u16, l3: &[u8]| -> Vec<u8> {
+        let mut f: Vec<u8> = mac.iter().chain(&SENDER).copied().collect();
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(l3);
+        f
+    };
+    let reply = frame(0x0806, &arp(28));
+    rig.send(0, &reply);
+    rig.run();
+    let got: Vec<u64> = vrs.iter().map(|v| v.stats().rx_packets).collect();
+    assert_eq!(got, [1, 1, 0], "ARP received by x, y, z");
+    for v in &vrs[..2] {
+        let p = v
+            .punt_recv()
+            .expect("the ARP punted to the VR's control plane");
+        assert_eq!(rig.pool.frame(&p), &reply[..], "{}'s copy", v.name());
+        rig.pool.free(p);
+        assert!(v.punt_recv().is_none());
+    }
+    assert!(vrs[2].punt_recv().is_none());
+    assert_eq!(rig.dp.demux_drops()[Drop::NoVr as usize], 0);
+
+    // IP to the same MAC: one rule each, as before.
+    let src = Ipv4Addr::new(192, 0, 2, 9);
+    let dst = Ipv4Addr::new(198, 51, 100, 1);
+    rig.send(0, &frame(0x0800, &udp4(src, dst, 64, 1000, 53, &[0; 8])));
+    rig.run();
+    let got: Vec<u64> = vrs.iter().map(|v| v.stats().rx_packets).collect();
+    assert_eq!(got, [2, 1, 0], "UDP to port 53 received by x, y, z");
+
+    // An ARP whose target z's prefix holds: z too, and x and y as before (their rules take
+    // any address).
+    let mut to_z = arp(28);
+    to_z[24..28].copy_from_slice(&beside.octets());
+    rig.send(0, &frame(0x0806, &to_z));
+    rig.run();
+    let got: Vec<u64> = vrs.iter().map(|v| v.stats().rx_packets).collect();
+    assert_eq!(got, [3, 2, 1], "the second ARP received by x, y, z");
+    for v in &vrs {
+        while let Some(p) = v.punt_recv() {
+            rig.pool.free(p);
+        }
+    }
+    rig.recv(0);
+    assert_eq!(rig.in_use(), 0, "every copy accounted for");
 }
 
 /// `MatchRule`'s docs: a rule with no field set takes every frame to its MAC, one of another
