@@ -1124,8 +1124,7 @@ impl Worker {
 
     /// Stage `p` in the VR of each of `members`: copies for all but the last, which takes
     /// the original. Returns the packets dropped. (Cold: group frames and ARP to a MAC that
-    /// rules share are rare; callgrind, 100 VRs: the unicast demux costs 1.3 instructions
-    /// per packet more than before ARP went to every rule, out of line or not.)
+    /// rules share are rare.)
     #[cold]
     #[inline(never)]
     fn replicate(
