@@ -1,5 +1,5 @@
-//! The whole data-plane pipeline on arbitrary frames: port rx → demux (MAC, VLAN, broadcast
-//! fan-out) → per-VR ingress ring → validation → FIB (local, attached, via, ECMP, blackhole,
+//! The whole data-plane pipeline on arbitrary frames: port rx → demux (MAC, VLAN, match
+//! rules, broadcast and shared-MAC ARP fan-out) → per-VR ingress ring → validation → FIB (local, attached, via, ECMP, blackhole,
 //! unreachable, prohibit, missing VIF) → neighbour → rewrite → ICMP errors → tx, plus punt and
 //! inject. Checked:
 //! * no panic;
@@ -71,10 +71,10 @@ use vrhost_dataplane::flow::Class;
 use vrhost_dataplane::port::mem::{self, MemPeer};
 use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_dataplane::{
-    Dataplane, DataplaneConfig, DemuxKey, Drop, FlowCacheKey, IfAddr, MAX_FRAME, Pool, VifConfig,
-    VrConfig, VrStats, Worker, parse_l2,
+    Dataplane, DataplaneConfig, DemuxKey, Drop, FlowCacheKey, IfAddr, IpPrefix, MAX_FRAME,
+    MatchRule, Pool, VifConfig, VrConfig, VrStats, Worker, parse_l2,
 };
-use vrhost_fib::{NextHop, NextHopSet};
+use vrhost_fib::{NextHop, NextHopSet, Prefix4};
 use vrhost_wire::{EthernetAddress, checksum};
 
 const fn m(last: u8) -> EthernetAddress {
@@ -325,6 +325,40 @@ fn build() -> Harness {
             MACS[6],
             1500,
             vec![IfAddr::V4(v4("10.98.0.2"), 24)],
+        ),
+    );
+    // r and s split sa's MAC on port 1 by match rules: r takes UDP to port 53, s what is to
+    // 10.0.0.0/8; an ARP frame to that MAC goes to each whose rule takes it.
+    let rule = |rule: MatchRule| DemuxKey::Rule(rule);
+    add(
+        "r",
+        vif(
+            "ru",
+            1,
+            None,
+            rule(MatchRule {
+                protocol: Some(17),
+                dst_port: Some(53),
+                ..MatchRule::default()
+            }),
+            MACS[5],
+            1500,
+            vec![IfAddr::V4(v4("10.96.0.1"), 24)],
+        ),
+    );
+    add(
+        "s",
+        vif(
+            "su",
+            1,
+            None,
+            rule(MatchRule {
+                dst: Some(IpPrefix::V4(Prefix4::new_masked(v4("10.0.0.0"), 8))),
+                ..MatchRule::default()
+            }),
+            MACS[5],
+            1500,
+            vec![IfAddr::V4(v4("10.96.0.2"), 24)],
         ),
     );
     s.fib4
