@@ -84,6 +84,19 @@ pub enum Verdict<'a> {
 // Returned for every frame the memo does not decide: three words, not more.
 const _: () = assert!(core::mem::size_of::<Verdict<'static>>() == 24);
 
+impl<'a> Verdict<'a> {
+    /// The VIFs that get a copy of `frame` (demuxed, with its `l2`) under a verdict that
+    /// copies it: every VIF of a [`Verdict::Flood`], those of [`ArpRules::copies`] for a
+    /// [`Verdict::Arp`]. No VIF for the verdicts that do not copy.
+    pub fn copies(self, frame: &[u8], l2: &L2Info) -> Copies<'a> {
+        match self {
+            Verdict::Flood(vifs) => vifs.into(),
+            Verdict::Arp(rules) => rules.copies(frame, l2),
+            Verdict::One(_) | Verdict::Rule(_) | Verdict::Drop(_) => Copies(Inner::All([].iter())),
+        }
+    }
+}
+
 /// The rules of a MAC that an ARP frame was sent to ([`Verdict::Arp`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArpRules<'a>(&'a [(MatchRule, VifRef)]);

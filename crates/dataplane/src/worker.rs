@@ -1061,18 +1061,8 @@ impl Worker {
                     tag(m, port, r, &l2, key);
                     dropped += Self::stage(sh, now, vrs, touched, r.vr, p, len);
                 }
-                Verdict::Flood(vifs) => {
-                    let to = Fanout {
-                        wc,
-                        port,
-                        l2: &l2,
-                        key,
-                        len,
-                    };
-                    dropped += Self::replicate(sh, now, vrs, touched, p, vifs.into(), to);
-                }
-                Verdict::Arp(rules) => {
-                    let members = rules.copies(frame, &l2);
+                group @ (Verdict::Flood(_) | Verdict::Arp(_)) => {
+                    let members = group.copies(frame, &l2);
                     let to = Fanout {
                         wc,
                         port,
