@@ -1207,7 +1207,7 @@ impl Worker {
                 l.burst_bytes += u64::from(len);
                 if prod.staged() == VECTOR {
                     // The policer decides at most a vector at once.
-                    return Self::admit(sh, now, l);
+                    return Self::admit_here(sh, now, l);
                 }
                 0
             }
@@ -1220,36 +1220,63 @@ impl Worker {
     }
 
     /// Police a VR's staged packets (unless it has no policer) and publish the rest to its
-    /// owner; returns how many were policed.
+    /// owner; returns how many were policed. Small enough to inline into
+    /// [`Worker::flush_staged`] (the policer is out of line): with many VRs a receive burst
+    /// admits nearly every one of them, and without a policer this is a publish and two
+    /// counters.
     fn admit(sh: &Shared, now: u64, l: &mut LocalVr) -> u64 {
-        let pool = &*sh.pool;
         let c = l.counters.get();
         let Some(prod) = l.producer.as_mut() else {
             return 0;
         };
-        let mut policed = 0;
-        if prod.staged() > 0 && l.policed {
-            let refused = l.snap.vr.policer.police(now, prod.staged(), |i| {
-                usize::from(pool.meta(prod.staged_at(i)).len)
-            });
-            if refused != [0; 4] {
-                let mut bytes = 0;
-                prod.retain_staged(
-                    |i, _| refused[i / 64] >> (i % 64) & 1 == 0,
-                    |p| {
-                        policed += 1;
-                        bytes += u64::from(pool.meta(&p).len);
-                        pool.free(p);
-                    },
-                );
-                l.burst_bytes -= bytes;
-                c.drops[Drop::VrPoliced as usize].add(policed);
-            }
-        }
+        let policed = if prod.staged() > 0 && l.policed {
+            Self::police(sh, now, prod, &l.snap.vr.policer, &mut l.burst_bytes, c)
+        } else {
+            0
+        };
         let pushed = prod.staged();
         prod.publish();
         c.rx_packets.add(pushed as u64);
         c.rx_bytes.add(core::mem::take(&mut l.burst_bytes));
+        policed
+    }
+
+    /// [`Worker::admit`] out of line, for the demux loop's per-frame path, where it runs at
+    /// most once per burst (a VR's 256th staged packet).
+    #[inline(never)]
+    fn admit_here(sh: &Shared, now: u64, l: &mut LocalVr) -> u64 {
+        Self::admit(sh, now, l)
+    }
+
+    /// The policer's verdict on the staged packets: those it refuses are freed and counted
+    /// (their bytes taken off `burst_bytes`); returns how many.
+    #[inline(never)]
+    fn police(
+        sh: &Shared,
+        now: u64,
+        prod: &mut Producer,
+        policer: &crate::policer::Policer,
+        burst_bytes: &mut u64,
+        c: &VrCounters,
+    ) -> u64 {
+        let pool = &*sh.pool;
+        let refused = policer.police(now, prod.staged(), |i| {
+            usize::from(pool.meta(prod.staged_at(i)).len)
+        });
+        if refused == [0; 4] {
+            return 0;
+        }
+        let (mut policed, mut bytes) = (0, 0);
+        prod.retain_staged(
+            |i, _| refused[i / 64] >> (i % 64) & 1 == 0,
+            |p| {
+                policed += 1;
+                bytes += u64::from(pool.meta(&p).len);
+                pool.free(p);
+            },
+        );
+        *burst_bytes -= bytes;
+        c.drops[Drop::VrPoliced as usize].add(policed);
         policed
     }
 
@@ -1287,8 +1314,25 @@ impl Worker {
     }
 
     /// Whether an owned VR may run now: not quarantined (a quarantined VR's queued packets
-    /// are dropped here) and not waiting for its previous owner's fences.
+    /// are dropped here) and not waiting for its previous owner's fences. Inlined: the
+    /// scheduler asks it of every owned VR in every poll, and nearly always the answer is yes
+    /// at once; the rest is [`Worker::runnable_slow`].
+    #[inline]
     fn runnable(&mut self, vr: VrId) -> bool {
+        let local = self.local;
+        let Some(l) = self.vrs.get(usize::from(vr)).and_then(Option::as_ref) else {
+            return false;
+        };
+        match &l.own {
+            Some(o) if !l.quarantined && !o.quarantined && (local || o.fences.is_empty()) => true,
+            Some(_) => self.runnable_slow(vr),
+            None => false,
+        }
+    }
+
+    /// [`Worker::runnable`] for a VR that is or was quarantined, or waits for fences.
+    #[inline(never)]
+    fn runnable_slow(&mut self, vr: VrId) -> bool {
         let Some(l) = self.vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
             return false;
         };
