@@ -302,18 +302,24 @@ fn not_vlan(ty: u16) -> u16 {
     }
 }
 
+/// A payload tag: [`MAGIC`], the frame's id, the id's complement, then filler.
 fn tag(id: u32, filler: usize) -> Vec<u8> {
     let mut t = MAGIC.to_vec();
     t.extend_from_slice(&id.to_be_bytes());
+    t.extend_from_slice(&(!id).to_be_bytes());
     t.extend((0..filler).map(|i| i as u8 ^ 0x5a));
     t
 }
 
-/// The tag id in `frame`, if it still carries one.
+/// The tag id in `frame`, if it still carries one intact. The complement makes a damaged id
+/// no tag at all: a frame whose body is only its tag (`Body::Other`) takes its damage there,
+/// and a flipped id byte once named another frame, or none (an ARP-typed one, punted, made
+/// the property test fail on the checker's own mistake).
 fn find_tag(frame: &[u8]) -> Option<u32> {
     let i = frame.windows(MAGIC.len()).position(|w| w == MAGIC)? + MAGIC.len();
-    let b = frame.get(i..i + 4)?;
-    Some(u32::from_be_bytes(b.try_into().unwrap()))
+    let id = u32::from_be_bytes(frame.get(i..i + 4)?.try_into().unwrap());
+    let check = u32::from_be_bytes(frame.get(i + 4..i + 8)?.try_into().unwrap());
+    (check == !id).then_some(id)
 }
 
 /// A built frame: bytes, the VRs it is addressed to (bit mask), and whether its tag is
