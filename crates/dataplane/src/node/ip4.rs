@@ -7,18 +7,22 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use vrhost_fib::{BATCH, NextHop};
+use vrhost_fib::{BATCH, Table, V4};
 use vrhost_wire::checksum;
 use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::icmpv4::DstUnreachable;
 
 use crate::counters::{Drop, Node};
 use crate::flow;
-use crate::node::flowcache::{Fill, Tuple4Key};
+use crate::node::adjcache::AdjCache;
+use crate::node::flowcache::{FlowCache, Tuple4Key};
 use crate::node::icmp::{self, Icmp4};
-use crate::node::{Ctx, Refused, Scratch, adjcache, cycles, l2};
+use crate::node::resolve::{self, Lanes, Lookups, Way};
+use crate::node::{Ctx, Refused, Scratch, cycles, l2};
 use crate::pool::Pkt;
 use crate::vector::{PktVec, VECTOR};
+use crate::vr::Vr;
+use crate::worker::VrState;
 
 const _: () = assert!(VECTOR <= BATCH);
 
@@ -49,6 +53,73 @@ fn refuse(cx: &mut Ctx<'_>, p: Pkt, r: Refused) {
         icmp::error4(cx, &p, Icmp4::Unreachable(code));
     }
     cx.drop(p, r.drop());
+}
+
+/// What the way out depends on in IPv4 (see [`resolve`]).
+impl resolve::Family for V4 {
+    type DstKey = u32;
+    type Tuple = u128;
+    type TupleKey = Tuple4Key;
+    const TTL_AT: usize = 8;
+
+    #[inline(always)]
+    fn fib(vr: &Vr) -> &Table<V4> {
+        &vr.fib4
+    }
+
+    #[inline(always)]
+    fn dst_key(a: Ipv4Addr) -> u32 {
+        a.to_bits()
+    }
+
+    #[inline(always)]
+    fn tuple_key(t: u128) -> Tuple4Key {
+        Tuple4Key(t)
+    }
+
+    #[inline(always)]
+    fn ip(a: Ipv4Addr) -> IpAddr {
+        IpAddr::V4(a)
+    }
+
+    #[inline(always)]
+    fn fc(st: &mut VrState) -> &mut FlowCache<u32> {
+        &mut st.fc4
+    }
+
+    #[inline(always)]
+    fn fct(st: &mut VrState) -> &mut FlowCache<Tuple4Key> {
+        &mut st.fc4t
+    }
+
+    #[inline(always)]
+    fn adj(st: &mut VrState) -> &mut AdjCache {
+        &mut st.adj4
+    }
+
+    #[inline(always)]
+    fn lanes(sc: &mut Scratch) -> Lanes<'_, V4> {
+        Lanes {
+            dsts: &mut sc.dst4,
+            miss: &mut sc.miss4,
+            tuples: &mut sc.tuple4,
+            hits: &mut sc.hits,
+            ids: &mut sc.ids,
+        }
+    }
+
+    #[inline(always)]
+    fn hash(l3: &[u8]) -> u32 {
+        flow::hash_v4(l3)
+    }
+
+    fn time_exceeded(cx: &mut Ctx<'_>, p: &Pkt) {
+        icmp::error4(cx, p, Icmp4::TimeExceeded);
+    }
+
+    fn refuse(cx: &mut Ctx<'_>, p: Pkt, r: Refused) {
+        refuse(cx, p, r);
+    }
 }
 
 /// Per first octet of an address: [`SRC_OK`] if a source there may be forwarded by the
@@ -261,164 +332,16 @@ pub(crate) fn ip4<const L2_GROUP: bool>(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &m
     forward(cx, &mut fwd, sc);
 }
 
-/// `flow-cache` + `forward`: look up, resolve and rewrite; `dsts[i]` is the destination of
-/// `v[i]`.
+/// `flow-cache` + `forward`: look up, resolve and rewrite; the destination of `v[i]` is
+/// `sc.dst4[i]`.
 fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
-    let Scratch {
-        dst4: dsts,
-        miss4: miss_dst,
-        tuple4: tuples,
-        hits,
-        ids: miss_ids,
-        ..
-    } = sc;
-    let t0 = cycles();
     let pool = cx.pool;
     let n = v.len();
-    let guard = vrhost_fib::pin();
-    // Generations only grow, so their sum changes whenever either table does; +1 keeps it
-    // clear of the cache's "empty" 0.
-    let generation = cx.vr.fib4.generation() + cx.vr.neigh.generation() + 1;
-    // Keyed by 5-tuple: a hit may be one ECMP member's decision, so it is not a
-    // destination's (the fast path is offered flows on their misses only).
-    let by_tuple = cx.st.fc4t.enabled();
-    let (use_fc, m) = if by_tuple {
-        // The keys were taken by `ip4-input` (the cache is probed: it said so there).
-        let tuples = &*tuples;
-        cx.st.fc4t.probe_vector(
-            &dsts[..n],
-            |i, _| Tuple4Key(tuples[i]),
-            generation,
-            hits,
-            miss_dst,
-            cx.c,
-        )
-    } else {
-        cx.st.fc4.probe_vector(
-            &dsts[..n],
-            |_, d: Ipv4Addr| d.to_bits(),
-            generation,
-            hits,
-            miss_dst,
-            cx.c,
-        )
-    };
-    let fill = Fill::of(use_fc, by_tuple);
-    let t1 = cycles();
-    cx.count(Node::FlowCache, n, t1.wrapping_sub(t0));
-    cx.vr
-        .fib4
-        .lookup_batch(&miss_dst[..m], &mut miss_ids[..m], &guard);
-    let neigh = cx.vr.neigh.snapshot();
-    let mut mi = 0;
-    for (i, mut p) in v.drain(..).enumerate() {
-        let dst = dsts[i];
-        // A bypassed cache wrote no answers: the scratch's old ones do not count, and every
-        // packet is a miss (the loop-invariant test costs less than reading `hits`).
-        let hit = if fill == Fill::Nothing { None } else { hits[i] };
-        let cached = hit.and_then(|(vif, mac)| cx.vif(vif).map(|o| (o, mac)));
-        // Whether the decision holds for every packet to `dst` (not one ECMP member's).
-        let mut per_dst = !by_tuple;
-        let (out, mac) = match cached {
-            Some(hit) => hit,
-            None => {
-                let id = if hit.is_none() {
-                    mi += 1;
-                    miss_ids[mi - 1]
-                } else {
-                    // Cached VIF removed since: look up again.
-                    cx.vr.fib4.lookup(dst, &guard)
-                };
-                let Some(id) = id else {
-                    refuse(cx, p, Refused::NoRoute);
-                    continue;
-                };
-                let adj = cx.st.adj4.get(id.get(), generation, || {
-                    flow::hash_v4(&pool.frame(&p)[usize::from(pool.meta(&p).l3)..])
-                });
-                if let Some(((vif, mac), from_ecmp)) = adj
-                    && let Some(out) = cx.vif(vif)
-                {
-                    match fill {
-                        Fill::ByTuple => cx.st.fc4t.put(Tuple4Key(tuples[i]), generation, vif, mac),
-                        Fill::ByDst if !from_ecmp => {
-                            cx.st.fc4.put(dst.to_bits(), generation, vif, mac)
-                        }
-                        _ => {}
-                    }
-                    per_dst = !from_ecmp;
-                    (out, mac)
-                } else {
-                    let Some(set) = cx.vr.fib4.nexthops(id, &guard) else {
-                        cx.drop(p, Drop::NoRoute);
-                        continue;
-                    };
-                    let l3 = usize::from(pool.meta(&p).l3);
-                    let ecmp = set.hops().len() > 1;
-                    per_dst = !ecmp;
-                    let hop = if ecmp {
-                        set.select(flow::hash_v4(&pool.frame(&p)[l3..]))
-                    } else {
-                        &set.hops()[0]
-                    };
-                    let (nbr, ifindex) = match *hop {
-                        NextHop::Via { addr, ifindex } => (addr, ifindex),
-                        NextHop::Attached { ifindex } => (IpAddr::V4(dst), ifindex),
-                        NextHop::Local => {
-                            cx.punt(p);
-                            continue;
-                        }
-                        NextHop::Drop => {
-                            refuse(cx, p, Refused::Blackhole);
-                            continue;
-                        }
-                        NextHop::Unreachable => {
-                            refuse(cx, p, Refused::Unreachable);
-                            continue;
-                        }
-                        NextHop::Prohibit => {
-                            refuse(cx, p, Refused::Prohibit);
-                            continue;
-                        }
-                    };
-                    let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
-                        cx.drop(p, Drop::NoVif);
-                        continue;
-                    };
-                    if pool.frame(&p)[l3 + 8] <= 1 {
-                        // Checked before the neighbour so an unresolved one doesn't hide it.
-                        icmp::error4(cx, &p, Icmp4::TimeExceeded);
-                        cx.drop(p, Drop::TtlExpired);
-                        continue;
-                    }
-                    let Some(&mac) = neigh.get(&(out.id, nbr)) else {
-                        // Let the control plane resolve it (its kernel ARPs and forwards this one).
-                        cx.c.neigh_miss.add(1);
-                        cx.punt(p);
-                        continue;
-                    };
-                    if fill == Fill::ByTuple {
-                        cx.st
-                            .fc4t
-                            .put(Tuple4Key(tuples[i]), generation, out.id, mac.0);
-                    }
-                    if !ecmp {
-                        if fill == Fill::ByDst {
-                            cx.st.fc4.put(dst.to_bits(), generation, out.id, mac.0);
-                        }
-                        if let NextHop::Via { .. } = *hop {
-                            // The neighbour depends on the route alone (not on the destination,
-                            // as for attached routes), so the id resolves it.
-                            cx.st.adj4.put(id.get(), generation, out.id, mac.0);
-                        }
-                    } else if let Some(members) =
-                        adjcache::resolve_members(set, &neigh, |v| cx.vif(v).is_some())
-                    {
-                        cx.st.adj4.put_ecmp(id.get(), generation, &members);
-                    }
-                    (out, mac.0)
-                }
-            }
+    let mut lk = Lookups::<V4>::new(cx, sc, n);
+    let t1 = lk.t1;
+    for (i, p) in v.drain(..).enumerate() {
+        let Some((mut p, Way { out, mac, per_dst })) = lk.way(cx, i, p) else {
+            continue;
         };
         // The common case in one pass over the slot: TTL above 1, within the MTU — TTL − 1
         // with the RFC 1624 checksum update, new L2 header, staged for the port.
@@ -459,7 +382,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                     fp,
                     fast_gen,
                     (in_port, in_vif),
-                    IpAddr::V4(dst),
+                    IpAddr::V4(lk.dst(i)),
                     out,
                     mac,
                 );

@@ -8,7 +8,7 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use vrhost_fib::NextHop;
+use vrhost_fib::{Table, V6};
 use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::icmpv6::{ErrorMessage, TimeExceededCode, UnreachableCode};
 use vrhost_wire::ip::Protocol;
@@ -16,11 +16,16 @@ use vrhost_wire::ipv6;
 
 use crate::counters::{Drop, Node};
 use crate::flow;
-use crate::node::flowcache::Fill;
+use crate::flow::Tuple6;
+use crate::node::adjcache::AdjCache;
+use crate::node::flowcache::FlowCache;
 use crate::node::icmp;
-use crate::node::{Ctx, Refused, Scratch, adjcache, cycles, l2};
+use crate::node::resolve::{self, Lanes, Lookups, Way};
+use crate::node::{Ctx, Refused, Scratch, cycles, l2};
 use crate::pool::Pkt;
 use crate::vector::PktVec;
+use crate::vr::Vr;
+use crate::worker::VrState;
 
 enum Input {
     Forward(Ipv6Addr),
@@ -49,6 +54,74 @@ fn refuse(cx: &mut Ctx<'_>, p: Pkt, r: Refused) {
         icmp::error6(cx, &p, ErrorMessage::DstUnreachable(code));
     }
     cx.drop(p, r.drop());
+}
+
+/// What the way out depends on in IPv6 (see [`resolve`]).
+impl resolve::Family for V6 {
+    type DstKey = u128;
+    type Tuple = Tuple6;
+    type TupleKey = Tuple6;
+    const TTL_AT: usize = 7;
+
+    #[inline(always)]
+    fn fib(vr: &Vr) -> &Table<V6> {
+        &vr.fib6
+    }
+
+    #[inline(always)]
+    fn dst_key(a: Ipv6Addr) -> u128 {
+        a.to_bits()
+    }
+
+    #[inline(always)]
+    fn tuple_key(t: Tuple6) -> Tuple6 {
+        t
+    }
+
+    #[inline(always)]
+    fn ip(a: Ipv6Addr) -> IpAddr {
+        IpAddr::V6(a)
+    }
+
+    #[inline(always)]
+    fn fc(st: &mut VrState) -> &mut FlowCache<u128> {
+        &mut st.fc6
+    }
+
+    #[inline(always)]
+    fn fct(st: &mut VrState) -> &mut FlowCache<Tuple6> {
+        &mut st.fc6t
+    }
+
+    #[inline(always)]
+    fn adj(st: &mut VrState) -> &mut AdjCache {
+        &mut st.adj6
+    }
+
+    #[inline(always)]
+    fn lanes(sc: &mut Scratch) -> Lanes<'_, V6> {
+        Lanes {
+            dsts: &mut sc.dst6,
+            miss: &mut sc.miss6,
+            tuples: &mut sc.tuple6,
+            hits: &mut sc.hits,
+            ids: &mut sc.ids,
+        }
+    }
+
+    #[inline(always)]
+    fn hash(l3: &[u8]) -> u32 {
+        flow::hash_v6(l3)
+    }
+
+    fn time_exceeded(cx: &mut Ctx<'_>, p: &Pkt) {
+        let e = ErrorMessage::TimeExceeded(TimeExceededCode::HOP_LIMIT);
+        icmp::error6(cx, p, e);
+    }
+
+    fn refuse(cx: &mut Ctx<'_>, p: Pkt, r: Refused) {
+        refuse(cx, p, r);
+    }
 }
 
 #[inline]
@@ -180,157 +253,16 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
 
 /// `flow-cache` + `forward`, as for IPv4.
 fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
-    let Scratch {
-        dst6: dsts,
-        miss6: miss_dst,
-        tuple6: tuples,
-        hits,
-        ids: miss_ids,
-        ..
-    } = sc;
-    let t0 = cycles();
     let pool = cx.pool;
     let n = v.len();
-    let guard = vrhost_fib::pin();
-    let generation = cx.vr.fib6.generation() + cx.vr.neigh.generation() + 1;
-    // Keyed by 5-tuple: as for IPv4.
-    let by_tuple = cx.st.fc6t.enabled();
-    let (use_fc, m) = if by_tuple {
-        // The keys were taken by `ip6-input`.
-        let tuples = &*tuples;
-        cx.st.fc6t.probe_vector(
-            &dsts[..n],
-            |i, _| tuples[i],
-            generation,
-            hits,
-            miss_dst,
-            cx.c,
-        )
-    } else {
-        cx.st.fc6.probe_vector(
-            &dsts[..n],
-            |_, d: Ipv6Addr| d.to_bits(),
-            generation,
-            hits,
-            miss_dst,
-            cx.c,
-        )
-    };
-    let fill = Fill::of(use_fc, by_tuple);
-    let t1 = cycles();
-    cx.count(Node::FlowCache, n, t1.wrapping_sub(t0));
-    cx.vr
-        .fib6
-        .lookup_batch(&miss_dst[..m], &mut miss_ids[..m], &guard);
-    let neigh = cx.vr.neigh.snapshot();
-    let mut mi = 0;
-    for (i, mut p) in v.drain(..).enumerate() {
-        let dst = dsts[i];
-        let l3 = usize::from(pool.meta(&p).l3);
-        // A bypassed cache wrote no answers: the scratch's old ones do not count, and every
-        // packet is a miss.
-        let hit = if fill == Fill::Nothing { None } else { hits[i] };
-        let cached = hit.and_then(|(vif, mac)| cx.vif(vif).map(|o| (o, mac)));
-        // Whether the decision holds for every packet to `dst` (not one ECMP member's).
-        let mut per_dst = !by_tuple;
-        let (out, mac) = match cached {
-            Some(hit) => hit,
-            None => {
-                let id = if hit.is_none() {
-                    mi += 1;
-                    miss_ids[mi - 1]
-                } else {
-                    cx.vr.fib6.lookup(dst, &guard)
-                };
-                let adj = id.and_then(|id| {
-                    cx.st.adj6.get(id.get(), generation, || {
-                        flow::hash_v6(&pool.frame(&p)[l3..])
-                    })
-                });
-                if let Some(((vif, mac), from_ecmp)) = adj
-                    && let Some(out) = cx.vif(vif)
-                {
-                    match fill {
-                        Fill::ByTuple => cx.st.fc6t.put(tuples[i], generation, vif, mac),
-                        Fill::ByDst if !from_ecmp => {
-                            cx.st.fc6.put(dst.to_bits(), generation, vif, mac)
-                        }
-                        _ => {}
-                    }
-                    per_dst = !from_ecmp;
-                    (out, mac)
-                } else {
-                    let Some(set) = id.and_then(|id| cx.vr.fib6.nexthops(id, &guard)) else {
-                        refuse(cx, p, Refused::NoRoute);
-                        continue;
-                    };
-                    let ecmp = set.hops().len() > 1;
-                    per_dst = !ecmp;
-                    let hop = if ecmp {
-                        set.select(flow::hash_v6(&pool.frame(&p)[l3..]))
-                    } else {
-                        &set.hops()[0]
-                    };
-                    let (nbr, ifindex) = match *hop {
-                        NextHop::Local => {
-                            cx.punt(p);
-                            continue;
-                        }
-                        NextHop::Via { addr, ifindex } => (addr, ifindex),
-                        NextHop::Attached { ifindex } => (IpAddr::V6(dst), ifindex),
-                        NextHop::Drop => {
-                            refuse(cx, p, Refused::Blackhole);
-                            continue;
-                        }
-                        NextHop::Unreachable => {
-                            refuse(cx, p, Refused::Unreachable);
-                            continue;
-                        }
-                        NextHop::Prohibit => {
-                            refuse(cx, p, Refused::Prohibit);
-                            continue;
-                        }
-                    };
-                    let Some(out) = u16::try_from(ifindex).ok().and_then(|i| cx.vif(i)) else {
-                        cx.drop(p, Drop::NoVif);
-                        continue;
-                    };
-                    if pool.frame(&p)[l3 + 7] <= 1 {
-                        let e = ErrorMessage::TimeExceeded(TimeExceededCode::HOP_LIMIT);
-                        icmp::error6(cx, &p, e);
-                        cx.drop(p, Drop::TtlExpired);
-                        continue;
-                    }
-                    let Some(&mac) = neigh.get(&(out.id, nbr)) else {
-                        cx.c.neigh_miss.add(1);
-                        cx.punt(p);
-                        continue;
-                    };
-                    if fill == Fill::ByTuple {
-                        cx.st.fc6t.put(tuples[i], generation, out.id, mac.0);
-                    }
-                    if !ecmp {
-                        if fill == Fill::ByDst {
-                            cx.st.fc6.put(dst.to_bits(), generation, out.id, mac.0);
-                        }
-                        if let NextHop::Via { .. } = *hop {
-                            // The neighbour depends on the route alone (not on the destination,
-                            // as for attached routes), so the id resolves it.
-                            cx.st
-                                .adj6
-                                .put(id.map_or(0, |i| i.get()), generation, out.id, mac.0);
-                        }
-                    } else if let Some(members) =
-                        adjcache::resolve_members(set, &neigh, |v| cx.vif(v).is_some())
-                    {
-                        let id = id.map_or(0, |i| i.get());
-                        cx.st.adj6.put_ecmp(id, generation, &members);
-                    }
-                    (out, mac.0)
-                }
-            }
+    let mut lk = Lookups::<V6>::new(cx, sc, n);
+    let t1 = lk.t1;
+    for (i, p) in v.drain(..).enumerate() {
+        let Some((mut p, Way { out, mac, per_dst })) = lk.way(cx, i, p) else {
+            continue;
         };
         let m = *pool.meta(&p);
+        let l3 = usize::from(m.l3);
         let frame = pool.frame(&p);
         let src = ipv6::Packet::new_unchecked(&frame[l3..]).src_addr();
         if is_link_local(&src) && out.id != m.vif {
@@ -360,7 +292,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
             && per_dst
         {
             let from = (m.port, m.vif);
-            super::offer(cx, fp, fast_gen, from, IpAddr::V6(dst), out, mac);
+            super::offer(cx, fp, fast_gen, from, IpAddr::V6(lk.dst(i)), out, mac);
         }
         l2::rewrite(
             pool,

@@ -13,6 +13,7 @@ pub(crate) mod input;
 pub(crate) mod ip4;
 pub(crate) mod ip6;
 pub(crate) mod l2;
+pub(crate) mod resolve;
 
 use std::sync::Arc;
 
