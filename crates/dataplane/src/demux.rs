@@ -92,7 +92,7 @@ impl<'a> Verdict<'a> {
         match self {
             Verdict::Flood(vifs) => vifs.into(),
             Verdict::Arp(rules) => rules.copies(frame, l2),
-            Verdict::One(_) | Verdict::Rule(_) | Verdict::Drop(_) => Copies(Inner::All([].iter())),
+            Verdict::One(_) | Verdict::Rule(_) | Verdict::Drop(_) => Copies::none(),
         }
     }
 }
@@ -110,7 +110,7 @@ impl<'a> ArpRules<'a> {
         // frame, no VIF.
         match arp_addrs(frame, l2) {
             Some((sender, target)) => Copies(Inner::Arp(self.0.iter(), sender, target)),
-            None => Copies(Inner::All([].iter())),
+            None => Copies::none(),
         }
     }
 }
@@ -119,6 +119,13 @@ impl<'a> ArpRules<'a> {
 /// [`ArpRules::copies`].
 #[derive(Debug, Clone)]
 pub struct Copies<'a>(Inner<'a>);
+
+impl Copies<'_> {
+    /// No VIF.
+    fn none() -> Self {
+        Copies(Inner::All([].iter()))
+    }
+}
 
 impl<'a> From<&'a [VifRef]> for Copies<'a> {
     fn from(vifs: &'a [VifRef]) -> Self {
