@@ -319,8 +319,7 @@ pub(crate) fn ip4<const L2_GROUP: bool>(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &m
                 // processes them and forwards the packet. An error quotes the datagram
                 // alone, so link-layer padding goes first.
                 pool.meta_mut(&mut p).len = (l3 + total) as u16;
-                let vr = cx.vr;
-                super::punt_unless_refused(cx, p, &vr.fib4, dst, flow::hash_v4, refuse)
+                super::punt_unless_refused::<V4>(cx, p, dst)
             }
         }
     }

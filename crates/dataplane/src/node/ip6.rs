@@ -240,8 +240,7 @@ pub(crate) fn ip6(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
                 // RSVP, say: for the control plane, as IPv4 options are. An error quotes
                 // the packet alone, so link-layer padding goes first.
                 pool.meta_mut(&mut p).len = u16::from(m.l3) + total as u16;
-                let vr = cx.vr;
-                super::punt_unless_refused(cx, p, &vr.fib6, dst, flow::hash_v6, refuse)
+                super::punt_unless_refused::<V6>(cx, p, dst)
             }
         }
     }
@@ -275,8 +274,7 @@ fn forward(cx: &mut Ctx<'_>, v: &mut PktVec, sc: &mut Scratch) {
             continue;
         }
         if frame[l3 + 7] <= 1 {
-            let e = ErrorMessage::TimeExceeded(TimeExceededCode::HOP_LIMIT);
-            icmp::error6(cx, &p, e);
+            <V6 as resolve::Family>::time_exceeded(cx, &p);
             cx.drop(p, Drop::TtlExpired);
             continue;
         }

@@ -275,34 +275,27 @@ impl Refused {
 }
 
 /// A packet for the control plane by what it carries (IPv4 options, an IPv6 Router Alert)
-/// rather than by where it goes: punted, unless the route for `dst` in `fib` forwards
-/// nothing, which `refuse` (the family's) applies as `forward` would, so that such packets
-/// carry nothing past a blackhole onto the punt path (policed, and shared with the VR's ARP
-/// and routing protocols). `hash`: the packet's ECMP hash, from its L3 header on. A FIB
-/// lookup per packet, for packets that are rare.
+/// rather than by where it goes: punted, unless the route for `dst` in the VR's table of
+/// family `F` forwards nothing, which is applied as `forward` would (`F::refuse`), so that
+/// such packets carry nothing past a blackhole onto the punt path (policed, and shared with
+/// the VR's ARP and routing protocols). A FIB lookup per packet, for packets that are rare.
 #[inline(never)]
-pub(crate) fn punt_unless_refused<F: vrhost_fib::Family>(
-    cx: &mut Ctx<'_>,
-    p: Pkt,
-    fib: &vrhost_fib::Table<F>,
-    dst: F::Addr,
-    hash: impl FnOnce(&[u8]) -> u32,
-    refuse: fn(&mut Ctx<'_>, Pkt, Refused),
-) {
+pub(crate) fn punt_unless_refused<F: resolve::Family>(cx: &mut Ctx<'_>, p: Pkt, dst: F::Addr) {
     let hop = {
         let guard = vrhost_fib::pin();
+        let fib = F::fib(cx.vr);
         fib.lookup(dst, &guard)
             .and_then(|id| fib.nexthops(id, &guard))
             .map(|set| match set.hops() {
                 [one] => *one,
                 _ => {
                     let l3 = usize::from(cx.pool.meta(&p).l3);
-                    *set.select(hash(&cx.pool.frame(&p)[l3..]))
+                    *set.select(F::hash(&cx.pool.frame(&p)[l3..]))
                 }
             })
     };
     match Refused::of(hop) {
-        Some(r) => refuse(cx, p, r),
+        Some(r) => F::refuse(cx, p, r),
         None => cx.punt(p),
     }
 }
