@@ -227,6 +227,8 @@ pub(crate) struct Shared {
     /// worker looks at its VRs' inject queues only when there may be something in them
     /// (two cache lines per VR per poll otherwise).
     pub(crate) inject_bell: Box<[CachePadded<AtomicU64>]>,
+    /// Per worker: the VRs it runs that packets were queued for (see [`crate::wake`]).
+    pub(crate) wake: Box<[crate::wake::WakeBits]>,
     /// The fast path in front of the data plane, if any (see [`crate::fastpath`]).
     pub(crate) fast: std::sync::OnceLock<Arc<dyn FastPath>>,
     /// VRs created so far: each new VR's fast generations start above every earlier one's.
@@ -372,6 +374,7 @@ impl Dataplane {
             inject_bell: (0..config.workers)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
+            wake: (0..config.workers).map(|_| Default::default()).collect(),
             scheduler: AtomicU8::new(0),
             watchdog_budget: AtomicU64::new(0),
             watchdog_strikes: AtomicU32::new(3),

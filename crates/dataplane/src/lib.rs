@@ -37,6 +37,7 @@ pub mod sched;
 mod tx;
 mod vector;
 mod vr;
+mod wake;
 mod worker;
 
 pub use counters::{Drop, Node, NodeStats, PortStats, VifStats, VrStats};

@@ -69,6 +69,7 @@ use crate::sched::{Fairness, PathTime, Scheduler, VrSched, Watchdog, before};
 use crate::tx::TxStage;
 use crate::vector::{PktVec, VECTOR};
 use crate::vr::{FlowCacheKey, Vr, VrConfig, VrId};
+use crate::wake::Sleep;
 
 /// How long a worker keeps polling after its last packet before it starts to sleep.
 pub(crate) const SPIN_FOR: Duration = Duration::from_micros(200);
@@ -80,7 +81,9 @@ pub(crate) const COALESCE_BELOW: usize = VECTOR / 2;
 /// Under pressure, run a VR once this many packets wait for it…
 const COALESCE: usize = VECTOR / 4;
 /// …or once it has been passed over this many polls.
-const MAX_DEFER: u32 = 32;
+const MAX_DEFER: u64 = 32;
+/// `Owned::defer_start` of a VR that is not being passed over.
+const NOT_DEFERRED: u64 = u64::MAX;
 /// A VR that took at least this many packets of a receive burst steers that queue's
 /// back-pressure.
 const SIGNIFICANT: u32 = (VECTOR / 8) as u32;
@@ -182,8 +185,9 @@ struct Owned {
     /// The previous owner's transmit fences: on the owner, nothing of the VR runs until
     /// they have passed; where received, only its injected frames wait for them.
     fences: Vec<Box<dyn Fence>>,
-    /// Polls this VR was passed over to let its backlog grow.
-    deferred: u32,
+    /// The poll since which this VR has been passed over to let its backlog grow
+    /// ([`NOT_DEFERRED`] if it is not).
+    defer_start: u64,
     /// Last seen value of the VR's quarantine flag.
     quarantined: bool,
     /// Its inject queue may hold frames (see `Shared::inject_bell`).
@@ -202,7 +206,7 @@ impl Owned {
         Owned {
             consumers: vec![c],
             next_consumer: 0,
-            deferred: 0,
+            defer_start: NOT_DEFERRED,
             state: VrState::new(cfg),
             sched: VrSched::default(),
             fences: Vec::new(),
@@ -255,9 +259,15 @@ struct LocalVr {
     burst_bytes: u64,
     /// On the owner only.
     own: Option<Owned>,
-    /// Packets of the current burst dropped for a full ring, and for quarantine.
-    burst_full: u32,
-    burst_quar: u32,
+    /// Packets of the current burst dropped for a full ring, and for quarantine (16 bits
+    /// are enough: a burst is at most a vector).
+    burst_full: u16,
+    burst_quar: u16,
+    /// Packets demux gave it since it last woke its runner (see [`crate::wake`]).
+    since_wake: u16,
+    /// The worker that runs what this worker demultiplexes to it: itself where received,
+    /// else the owner.
+    wake_to: u16,
     /// This worker's counters of `snap.vr`, beside the burst tallies: settling a burst
     /// writes them for every VR it reached, and going through `snap.vr` for their address
     /// read the `Vr`'s line as well (with 100 VRs, a third of an L1 miss per packet).
@@ -484,6 +494,8 @@ pub struct Worker {
     cands: Vec<(u64, VrId)>,
     /// The scheduler's virtual time: the pass of the last VR picked.
     vtime: u64,
+    /// Which owned VRs the scheduler need not look at under pressure (see [`crate::wake`]).
+    sleep: Sleep,
     touched: Touched,
     retiring: Vec<Consumer>,
     now_ns: u64,
@@ -535,6 +547,7 @@ impl Worker {
             adopting: Vec::new(),
             cands: Vec::new(),
             vtime: 0,
+            sleep: Sleep::default(),
             touched: Touched::default(),
             retiring: Vec::new(),
             now_ns: 0,
@@ -618,10 +631,12 @@ impl Worker {
     /// One round: receive, demux, schedule the owned VRs for a vector per receive queue.
     /// Returns packets handled (received plus forwarded).
     pub fn poll(&mut self) -> usize {
+        self.sleep.tick();
         self.refresh();
         let fg = self.sh.flags_gen.load(Ordering::Acquire);
         if fg != self.flags_seen {
             self.flags_seen = fg;
+            self.sleep.wake_all();
             for l in self.vrs.iter_mut().flatten() {
                 l.quarantined = l.snap.vr.quarantined.load(Ordering::Relaxed);
                 l.policed = l.snap.vr.policer.active();
@@ -630,11 +645,12 @@ impl Worker {
         let bell = self.sh.inject_bell[self.id].load(Ordering::Acquire);
         if bell != self.inject_seen {
             self.inject_seen = bell;
-            for l in self.vrs.iter_mut().flatten() {
-                if let Some(o) = l.own.as_mut()
+            for (i, l) in self.vrs.iter_mut().enumerate() {
+                if let Some(o) = l.as_mut().and_then(|l| l.own.as_mut())
                     && o.injects
                 {
                     o.inject_pending = true;
+                    self.sleep.wake(i as VrId);
                 }
             }
         }
@@ -791,6 +807,7 @@ impl Worker {
         if self.vrs.len() < snap.vrs.len() {
             self.vrs.resize_with(snap.vrs.len(), || None);
         }
+        self.sleep.fit(self.vrs.len());
         self.owned.clear();
         self.adopting.clear();
         for (i, s) in snap.vrs.iter().enumerate() {
@@ -814,6 +831,8 @@ impl Worker {
                     burst_bytes: 0,
                     burst_full: 0,
                     burst_quar: 0,
+                    since_wake: 0,
+                    wake_to: 0,
                     counters: CountersRef::new(&s.vr, self.id),
                     snap: s.clone(),
                     own,
@@ -822,6 +841,7 @@ impl Worker {
             // Same VR, maybe new VIFs or a new owner (`counters` stays valid: see above).
             debug_assert!(Arc::ptr_eq(&l.snap.vr, &s.vr));
             l.snap = s.clone();
+            l.wake_to = if self.local { self.id } else { s.owner } as u16;
             let duty = l.own.as_ref().is_some_and(|o| o.injects);
             if s.owner == self.id {
                 if !duty {
@@ -931,6 +951,7 @@ impl Worker {
             vrs,
             owned,
             vtime,
+            sleep,
             ..
         } = self;
         adopting.retain(|&vr| {
@@ -943,6 +964,7 @@ impl Worker {
                 Err(std::sync::TryLockError::WouldBlock) => None,
             };
             let Some(h) = h else { return true };
+            sleep.wake(vr);
             if let Some(o) = l.own.as_mut() {
                 // Where received the VR runs here already: the owner's duties come over.
                 o.consumers.extend(h.consumers);
@@ -956,7 +978,7 @@ impl Worker {
             l.own = Some(Owned {
                 consumers: h.consumers,
                 next_consumer: 0,
-                deferred: 0,
+                defer_start: NOT_DEFERRED,
                 state: h.state.unwrap_or_else(|| VrState::new(&l.snap.vr.config)),
                 sched,
                 fences: h.fences,
@@ -1324,6 +1346,12 @@ impl Worker {
                 if l.burst >= SIGNIFICANT {
                     let _ = track.fed.try_push(vr);
                 }
+                // `burst` is at most a vector, and `since_wake` below `COALESCE` before.
+                l.since_wake += l.burst as u16;
+                if usize::from(l.since_wake) >= COALESCE {
+                    l.since_wake = 0;
+                    sh.wake[l.wake_to as usize].set(vr);
+                }
                 track.top = track.top.max(l.burst);
                 l.burst = 0;
                 l.in_burst = false;
@@ -1408,11 +1436,25 @@ impl Worker {
     }
 
     /// Spend up to `budget` packets of forwarding on the owned VRs, by stride pass.
+    ///
+    /// Under `pressure` a VR with fewer than [`COALESCE`] packets waiting is passed over
+    /// until its deferral ([`MAX_DEFER`] polls) runs out, and one with none is left for as
+    /// long: both sleep ([`crate::wake`]), so that the scan reads only VRs that may run, and
+    /// demux wakes them sooner when their packets come.
     fn schedule(&mut self, now_ns: u64, pressure: bool, budget: usize) -> usize {
         let (fairness, watchdog) = (self.sh.fairness(), self.sh.watchdog());
+        let poll = self.sleep.now();
         self.cands.clear();
+        if pressure && let Some(&last) = self.owned.last() {
+            let sleep = &mut self.sleep;
+            self.sh.wake[self.id].take(last, |vr| sleep.wake(vr));
+        }
         for i in 0..self.owned.len() {
             let vr = self.owned[i];
+            // Under pressure only the VRs that may run are looked at (see `crate::wake`).
+            if pressure && self.sleep.asleep(vr) {
+                continue;
+            }
             if !self.runnable(vr) {
                 continue;
             }
@@ -1426,12 +1468,24 @@ impl Worker {
             let inject = o.may_inject();
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             if backlog == 0 && !inject {
+                if pressure {
+                    // Whatever comes for it from now on waits at most a deferral.
+                    o.defer_start = poll;
+                    self.sleep.until(vr, poll + MAX_DEFER);
+                }
                 continue;
             }
-            // Under pressure a VR with a short backlog waits (see `run_vr`).
-            if pressure && !inject && o.deferred < MAX_DEFER && backlog < COALESCE {
-                o.deferred += 1;
-                continue;
+            // Under pressure a VR with a short backlog waits (see `run_vr`), asleep until
+            // its deferral runs out or demux has queued enough for it.
+            if pressure && !inject && backlog < COALESCE {
+                if o.defer_start == NOT_DEFERRED {
+                    o.defer_start = poll;
+                }
+                let until = o.defer_start + MAX_DEFER;
+                if poll < until {
+                    self.sleep.until(vr, until);
+                    continue;
+                }
             }
             o.sched.rejoin(self.vtime);
             self.cands.push((o.sched.pass, vr));
@@ -1480,14 +1534,20 @@ impl Worker {
         fairness: Fairness,
         watchdog: Option<Watchdog>,
     ) -> usize {
+        let poll = self.sleep.now();
         let Some(l) = self.vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
             return 0;
         };
         let Some(o) = l.own.as_mut() else { return 0 };
-        if coalesce && !o.may_inject() && o.deferred < MAX_DEFER {
+        if coalesce
+            && !o.may_inject()
+            && (o.defer_start == NOT_DEFERRED || poll - o.defer_start < MAX_DEFER)
+        {
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             if backlog < COALESCE {
-                o.deferred += 1;
+                if o.defer_start == NOT_DEFERRED {
+                    o.defer_start = poll;
+                }
                 return 0;
             }
         }
@@ -1495,8 +1555,8 @@ impl Worker {
         let on_cpu = (o.sched.armed > 0 && watchdog.is_some() && self.cost_model.is_none())
             .then(CpuSpan::start);
         let t0 = cycles();
-        let waited = o.deferred > 0;
-        o.deferred = 0;
+        let waited = o.defer_start != NOT_DEFERRED;
+        o.defer_start = NOT_DEFERRED;
         let pool = &*self.sh.pool;
         let mut v = PktVec::new();
         // Injected frames first: they are few and carry the control plane's protocols.

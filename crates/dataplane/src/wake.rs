@@ -1,0 +1,178 @@
+//! Sleeping VRs: under pressure the scheduler looks only at the VRs that may have a vector
+//! to run, not at every VR it owns in every poll.
+//!
+//! Under pressure (a receive queue gave a full burst) a VR runs once `COALESCE` packets wait
+//! for it or once it has been passed over for `MAX_DEFER` polls (see `worker.rs`): with
+//! traffic spread over many VRs each gets a few packets per poll and runs every few dozen
+//! polls. The scheduler used to find that out by asking every owned VR in every poll —
+//! its flags, its inject queue, its rings' levels: a few cache lines per VR per poll. That
+//! cost grew with the VR count, not with the traffic: 28 instructions per packet with 100
+//! VRs, 110 with 400, and with 1,000 VRs 532 of the 1,637 cycles a packet took (perf.md,
+//! session 34).
+//!
+//! Now a VR the scan passes over under pressure — deferred, or with nothing queued — sleeps
+//! until its deferral runs out ([`Sleep`]: a poll number per VR, one dense array the scan
+//! reads instead of the VR's state). Whoever queues packets for it wakes it sooner: demux
+//! counts what it staged for each VR and, every `COALESCE` packets, sets the VR's bit in its
+//! runner's [`WakeBits`], which the runner takes at its next pressured poll. A worker that
+//! feeds another worker's VR (on the owner) wakes it the same way, hence atomics.
+//!
+//! A wake is a hint. One that comes too early costs a look (the VR is deferred again until
+//! the same deadline); one that is lost (a VR moving between workers) costs at most the
+//! rest of a deferral, the bound a deferred VR's packets always had. Without pressure every
+//! VR is looked at in every poll, as before: a lightly loaded router adds no latency.
+//!
+//! Rejected: skipping a deferred VR for a guessed number of polls (session 19): a VR that
+//! suddenly takes most of a port's traffic would overflow its ring while skipped. A timer
+//! wheel instead of the dense array: the array costs a compare per owned VR per poll (a few
+//! instructions per packet with 1,000 VRs) and needs nothing re-filed when a wake comes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::vr::VrId;
+
+/// One bit per VR id: "packets were queued for it; look at it". Set by any worker, taken
+/// by the worker that runs the VRs.
+pub(crate) struct WakeBits {
+    words: Box<[AtomicU64]>,
+}
+
+impl Default for WakeBits {
+    fn default() -> Self {
+        WakeBits {
+            words: (0..(usize::from(VrId::MAX) + 1).div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+}
+
+impl WakeBits {
+    /// Ask the runner to look at `vr`. `Release`: the runner's `Acquire` take makes what
+    /// was published to the VR's ring before this visible with the bit.
+    #[inline]
+    pub(crate) fn set(&self, vr: VrId) {
+        let (w, b) = (usize::from(vr) / 64, u32::from(vr) % 64);
+        self.words[w].fetch_or(1 << b, Ordering::Release);
+    }
+
+    /// Take the bits of VR ids up to `upto` (the word holding it included), calling `f` for
+    /// each. A word that is clear costs a plain load.
+    pub(crate) fn take(&self, upto: VrId, mut f: impl FnMut(VrId)) {
+        for (w, word) in self.words[..=usize::from(upto) / 64].iter().enumerate() {
+            if word.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let mut x = word.swap(0, Ordering::Acquire);
+            while x != 0 {
+                // `w < 1024` and the bit `< 64`: the id fits a `VrId`.
+                f((w * 64 + x.trailing_zeros() as usize) as VrId);
+                x &= x - 1;
+            }
+        }
+    }
+}
+
+/// A worker's polls and, per VR id, the poll before which the scheduler need not look at it.
+#[derive(Debug, Default)]
+pub(crate) struct Sleep {
+    /// Polls so far (64 bits: never wraps, so an old deadline is never taken for a new one).
+    poll: u64,
+    wake_at: Vec<u64>,
+}
+
+impl Sleep {
+    /// The start of a poll; returns its number.
+    #[inline]
+    pub(crate) fn tick(&mut self) -> u64 {
+        self.poll += 1;
+        self.poll
+    }
+
+    /// The current poll's number.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.poll
+    }
+
+    /// Room for VR ids below `n`.
+    pub(crate) fn fit(&mut self, n: usize) {
+        if self.wake_at.len() < n {
+            self.wake_at.resize(n, 0);
+        }
+    }
+
+    /// `vr` need not be looked at in this poll.
+    #[inline(always)]
+    pub(crate) fn asleep(&self, vr: VrId) -> bool {
+        self.wake_at
+            .get(usize::from(vr))
+            .is_some_and(|&at| at > self.poll)
+    }
+
+    /// Leave `vr` alone until poll `at`.
+    #[inline]
+    pub(crate) fn until(&mut self, vr: VrId, at: u64) {
+        if let Some(w) = self.wake_at.get_mut(usize::from(vr)) {
+            *w = at;
+        }
+    }
+
+    /// Look at `vr` again from this poll on.
+    #[inline]
+    pub(crate) fn wake(&mut self, vr: VrId) {
+        self.until(vr, 0);
+    }
+
+    /// Look at every VR again (their flags changed).
+    pub(crate) fn wake_all(&mut self) {
+        self.wake_at.fill(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_are_taken_once_and_only_up_to_the_limit() {
+        let b = WakeBits::default();
+        for vr in [0, 5, 63, 64, 200, VrId::MAX] {
+            b.set(vr);
+        }
+        b.set(5);
+        let mut got = Vec::new();
+        b.take(64, |vr| got.push(vr));
+        // 64's word reaches to 127; 200 and the last id lie beyond it.
+        assert_eq!(got, [0, 5, 63, 64]);
+        got.clear();
+        b.take(64, |vr| got.push(vr));
+        assert!(got.is_empty(), "taken bits are cleared: {got:?}");
+        b.take(VrId::MAX, |vr| got.push(vr));
+        assert_eq!(got, [200, VrId::MAX]);
+    }
+
+    #[test]
+    fn a_vr_sleeps_until_its_poll_or_a_wake() {
+        let mut s = Sleep::default();
+        s.fit(4);
+        assert_eq!(s.tick(), 1);
+        assert!(!s.asleep(2), "awake at first");
+        s.until(2, 3);
+        assert!(s.asleep(2));
+        assert!(!s.asleep(1), "others are not touched");
+        s.tick();
+        assert!(s.asleep(2));
+        assert_eq!(s.tick(), 3);
+        assert!(!s.asleep(2), "awake at its poll");
+        s.until(2, 10);
+        s.wake(2);
+        assert!(!s.asleep(2), "woken early");
+        s.until(3, 10);
+        s.wake_all();
+        assert!(!s.asleep(3));
+        // Ids beyond the array are never asleep (a VR added since the last `fit`).
+        s.until(9, 10);
+        assert!(!s.asleep(9));
+    }
+}
