@@ -1472,6 +1472,9 @@ impl Worker {
                     // Whatever comes for it from now on waits at most a deferral.
                     o.defer_start = poll;
                     self.sleep.until(vr, poll + MAX_DEFER);
+                } else {
+                    // Nothing waits: what comes later starts a deferral of its own.
+                    o.defer_start = NOT_DEFERRED;
                 }
                 continue;
             }
