@@ -228,6 +228,18 @@ impl Owned {
         self.fences_passed()
     }
 
+    /// Pass this VR over in poll `poll` to let its backlog grow: its deferral starts now
+    /// unless one is running. Returns the poll at which the deferral runs out, or `None` if
+    /// it has (the VR runs now).
+    #[inline(always)]
+    fn defer(&mut self, poll: u64) -> Option<u64> {
+        if self.defer_start == NOT_DEFERRED {
+            self.defer_start = poll;
+        }
+        let until = self.defer_start + MAX_DEFER;
+        (poll < until).then_some(until)
+    }
+
     /// The fences of this VR's previous owner have all passed (forgetting those that have).
     #[inline(never)]
     fn fences_passed(&mut self) -> bool {
@@ -1480,15 +1492,13 @@ impl Worker {
             }
             // Under pressure a VR with a short backlog waits (see `run_vr`), asleep until
             // its deferral runs out or demux has queued enough for it.
-            if pressure && !inject && backlog < COALESCE {
-                if o.defer_start == NOT_DEFERRED {
-                    o.defer_start = poll;
-                }
-                let until = o.defer_start + MAX_DEFER;
-                if poll < until {
-                    self.sleep.until(vr, until);
-                    continue;
-                }
+            if pressure
+                && !inject
+                && backlog < COALESCE
+                && let Some(until) = o.defer(poll)
+            {
+                self.sleep.until(vr, until);
+                continue;
             }
             o.sched.rejoin(self.vtime);
             self.cands.push((o.sched.pass, vr));
@@ -1542,15 +1552,9 @@ impl Worker {
             return 0;
         };
         let Some(o) = l.own.as_mut() else { return 0 };
-        if coalesce
-            && !o.may_inject()
-            && (o.defer_start == NOT_DEFERRED || poll - o.defer_start < MAX_DEFER)
-        {
+        if coalesce && !o.may_inject() {
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
-            if backlog < COALESCE {
-                if o.defer_start == NOT_DEFERRED {
-                    o.defer_start = poll;
-                }
+            if backlog < COALESCE && o.defer(poll).is_some() {
                 return 0;
             }
         }
