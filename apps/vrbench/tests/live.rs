@@ -102,21 +102,42 @@ fn lossless_trial(tag: &str, args: &[&str], rate_pps: f64) -> Value {
     trial_losing_at_most(tag, args, rate_pps, 0.0)
 }
 
+/// Runs of one trial, at most, while the host holds the generator back.
+const ATTEMPTS: u32 = 3;
+
 /// As [`lossless_trial`], but up to `max_loss` of the frames (a fraction) may be lost —
 /// every frame still accounted for, per stream, as received or lost.
+///
+/// A run whose generator the host held back by over 10 % (the result says
+/// `under_offered`) is run again, up to [`ATTEMPTS`] runs in all: in CI one such moment
+/// held the generator to 61 % of 200 kpps and stalled the whole lab with it (10 ms
+/// latencies, 5.6 % lost). The run that counts is the first whose generator kept up, and
+/// it must pass every check; a generator that never keeps up fails.
 fn trial_losing_at_most(tag: &str, args: &[&str], rate_pps: f64, max_loss: f64) -> Value {
     let _one_at_a_time = serial();
-    let name = unique(tag);
-    let out = trial(&name, args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "vrbench trial failed:\n{stderr}");
-    let r: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
-    assert!(namespaces_of(&name).is_empty(), "lab {name} left behind");
     let n = |v: &Value| v.as_u64().expect("a count");
-    let sent = n(&r["sent"]);
-    let secs = r["spec"]["duration"].as_f64().unwrap();
-    let want = rate_pps * secs;
+    let mut attempt = 1;
+    let (r, sent, want) = loop {
+        let name = unique(tag);
+        let out = trial(&name, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "vrbench trial failed:\n{stderr}");
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout))
+        });
+        assert!(namespaces_of(&name).is_empty(), "lab {name} left behind");
+        let sent = n(&r["sent"]);
+        let want = rate_pps * r["spec"]["duration"].as_f64().unwrap();
+        let held_back = r["under_offered"] == Value::Bool(true) && (sent as f64) < 0.9 * want;
+        if !held_back || attempt == ATTEMPTS {
+            break (r, sent, want);
+        }
+        eprintln!(
+            "{tag}: attempt {attempt}: the generator sent {sent} of {want} (missed {}); again",
+            r["missed"]
+        );
+        attempt += 1;
+    };
     // Pacing works (a function check, not a figure: on this shared host a busy moment can
     // hold the generator back by a few %, which the result reports as `missed`; the
     // accuracy figures come from `vrbench trial --dut none`, see live.rs).
