@@ -17,6 +17,18 @@
 //! without moving the payload, then up to [`MAX_FRAME`] bytes of frame. Per-packet metadata
 //! ([`Meta`]) is kept in a parallel array, out of the frame's cache lines.
 //!
+//! **Where a frame lies in its slot.** Frames the pool places ([`Pool::place`]: copies into
+//! a slot by [`Pool::alloc_frame`], the AF_PACKET backend, the benchmark's generator) start
+//! [`HEADROOM`] plus 0–15 cache lines in, by the slot's index (its *colour*). Why: slots are
+//! 2 KiB apart, so a frame at the same offset in every slot has its first line in one of only
+//! two of the L1 cache's 64 sets (and 64 of the L2's 2,048): 24 lines of L1 for all the
+//! headers in flight, where a vector alone has 256. Each stage that read a vector's headers
+//! (demux, input, forward) then missed L1 on every one (callgrind's cache simulation: about
+//! one miss per packet per stage), and with 100 VRs the headers that waited in a ring missed
+//! L2 too. Sixteen colours spread the first lines over 32 L1 sets and 1,024 L2 sets. A frame
+//! too long for its colour (over 960 bytes) starts at [`HEADROOM`]; frames the kernel writes
+//! (AF_XDP) lie where the kernel puts them.
+//!
 //! The slot region is one page-aligned allocation of `capacity × SLOT_SIZE` bytes, because
 //! an AF_XDP UMEM must start on a page and be cut into equal chunks: registered as is, slot
 //! `i` is chunk `i` at UMEM offset `i × SLOT_SIZE`, and the kernel writes received frames
@@ -55,6 +67,13 @@ pub const SLOT_SIZE: usize = 2048;
 pub const HEADROOM: usize = 128;
 /// Largest frame a slot holds (a 1518-byte frame with two tags fits with room to spare).
 pub const MAX_FRAME: usize = SLOT_SIZE - HEADROOM;
+/// Colours a placed frame may take (see the module docs): 0 to `COLOURS - 1` cache lines
+/// after [`HEADROOM`].
+const COLOURS: u32 = 16;
+/// A cache line.
+const LINE: usize = 64;
+/// Longest frame placed at its slot's colour; longer ones start at [`HEADROOM`].
+pub const COLOURED_FRAME: usize = MAX_FRAME - (COLOURS as usize - 1) * LINE;
 /// Alignment of the slot region (a page: what an AF_XDP UMEM needs).
 const REGION_ALIGN: usize = 4096;
 /// A transparent huge page (x86-64, arm64 with 4 KiB pages).
@@ -291,7 +310,20 @@ impl Pool {
         Some(p)
     }
 
-    /// Take a free slot and copy `frame` into it (at [`HEADROOM`]).
+    /// Where [`Pool::alloc_frame`] and the backends that copy frames put a frame of `len`
+    /// bytes in `p`'s slot: [`HEADROOM`] plus the slot's colour in cache lines if the frame
+    /// is at most [`COLOURED_FRAME`] bytes long, else [`HEADROOM`] (see the module docs).
+    /// Depends only on the slot and `len`, so a frame rewritten in its slot stays put.
+    #[inline(always)]
+    pub fn place(&self, p: &Pkt, len: usize) -> usize {
+        if len <= COLOURED_FRAME {
+            colour_offset(p.idx)
+        } else {
+            HEADROOM
+        }
+    }
+
+    /// Take a free slot and copy `frame` into it (at [`Pool::place`]).
     ///
     /// `None` if the pool is empty or the frame is longer than [`MAX_FRAME`].
     pub fn alloc_frame(&self, frame: &[u8]) -> Option<Pkt> {
@@ -468,35 +500,55 @@ impl Pool {
         }
     }
 
-    /// Replace the frame with `frame`, placed at [`HEADROOM`].
+    /// Replace the frame with `frame`, placed at [`Pool::place`].
     ///
     /// Panics if `frame` is longer than [`MAX_FRAME`].
     #[inline]
     pub fn set_frame(&self, p: &mut Pkt, frame: &[u8]) {
         assert!(frame.len() <= MAX_FRAME, "frame of {} bytes", frame.len());
+        let at = self.place(p, frame.len());
         let (m, slot) = self.slot_mut(p);
-        m.off = HEADROOM as u16;
+        m.off = at as u16;
         m.len = frame.len() as u16;
-        slot[HEADROOM..HEADROOM + frame.len()].copy_from_slice(frame);
+        slot[at..at + frame.len()].copy_from_slice(frame);
     }
 
-    /// Hint the CPU to start loading the packet's first cache line (at [`HEADROOM`]).
+    /// Hint the CPU to start loading the packet's first cache line, at `Meta::off`: for a
+    /// packet whose metadata is in the cache (read or written lately).
     #[inline(always)]
     pub fn prefetch(&self, p: &Pkt) {
-        if let Some(s) = self.slots.slots().get(p.idx as usize) {
-            prefetch(s.0.get().cast::<u8>().wrapping_add(HEADROOM));
+        let i = p.idx as usize;
+        if let (Some(s), Some(m)) = (self.slots.slots().get(i), self.meta.get(i)) {
+            // SAFETY: `&Pkt` means no `&mut` to this slot's metadata exists.
+            let off = usize::from(unsafe { (*m.get()).off });
+            prefetch(s.0.get().cast::<u8>().wrapping_add(off));
         }
     }
 
     /// Hint the CPU to start loading the packet's metadata and first cache line: for a
-    /// vector that waited in a ring long enough to leave the cache.
+    /// vector that waited in a ring long enough to leave the cache. The frame's line is
+    /// taken to be where the pool places a frame of up to [`COLOURED_FRAME`] bytes (reading
+    /// `Meta::off` would wait for the very miss this is meant to hide); for a longer frame,
+    /// or one the kernel placed, the hint loads a line that may not be used.
     #[inline(always)]
     pub fn prefetch_all(&self, p: &Pkt) {
-        if let Some(m) = self.meta.get(p.idx as usize) {
+        let i = p.idx as usize;
+        if let (Some(s), Some(m)) = (self.slots.slots().get(i), self.meta.get(i)) {
             prefetch(m.get().cast::<u8>());
+            prefetch(s.0.get().cast::<u8>().wrapping_add(colour_offset(p.idx)));
         }
-        self.prefetch(p);
     }
+}
+
+/// [`HEADROOM`] plus slot `idx`'s colour in cache lines. The colour mixes the index's low
+/// bits (neighbouring slots differ) with bits 6 and up (slots 64 apart, which share their
+/// L2 sets' other address bits on a huge page, differ too).
+#[inline(always)]
+fn colour_offset(idx: u32) -> usize {
+    // `((idx >> 1) ^ (idx >> 6)) % COLOURS * LINE`, with the shifts folded into the mask.
+    const MASK: u32 = (COLOURS - 1) * LINE as u32;
+    const _: () = assert!(COLOURS.is_power_of_two() && LINE == 64);
+    HEADROOM + (((idx << 5) ^ idx) & MASK) as usize
 }
 
 #[inline(always)]
@@ -521,10 +573,55 @@ mod tests {
         assert_eq!(pool.frame(&a), &[1, 2, 3]);
         pool.frame_mut(&mut a)[0] = 9;
         assert_eq!(pool.frame(&a), &[9, 2, 3]);
-        assert_eq!(pool.meta(&a).off as usize, HEADROOM);
+        assert_eq!(pool.meta(&a).off as usize, pool.place(&a, 3));
         assert_eq!(pool.available(), 3);
         pool.free(a);
         assert_eq!(pool.available(), 4);
+    }
+
+    /// Small frames' first lines spread over 32 of L1's 64 sets and 1,024 of a 2 MiB L2's
+    /// 2,048 (at [`HEADROOM`] in every slot they would take 2 and 64); longer frames start
+    /// at [`HEADROOM`]; every placed frame fits its slot and reads back intact.
+    #[test]
+    fn placed_frames_spread_over_the_cache_sets() {
+        // 8 MiB of slots: the region starts on a huge page, as an L2 set index assumes.
+        let pool = Pool::new(4096);
+        let (base, _) = pool.region();
+        let (mut l1, mut l2) = (
+            std::collections::HashSet::new(),
+            std::collections::HashSet::new(),
+        );
+        let small = [0x5a; 60];
+        let mut held = Vec::new();
+        while let Some(p) = pool.alloc_frame(&small) {
+            assert_eq!(pool.frame(&p), &small);
+            let at = pool.frame(&p).as_ptr() as usize - base as usize;
+            assert_eq!(at % LINE, 0, "slot {} frame at {at}", p.index());
+            l1.insert(at / LINE % 64);
+            l2.insert(at / LINE % 2048);
+            held.push(p);
+        }
+        assert_eq!((l1.len(), l2.len()), (32, 1024));
+        for p in held.iter_mut() {
+            let fits = vec![0xa5; COLOURED_FRAME];
+            pool.set_frame(p, &fits);
+            assert_eq!(pool.frame(p), &fits[..]);
+            let m = *pool.meta(p);
+            assert_eq!(usize::from(m.off), pool.place(p, COLOURED_FRAME));
+            assert!(usize::from(m.off) + usize::from(m.len) <= SLOT_SIZE);
+            let long = vec![0x3c; COLOURED_FRAME + 1];
+            pool.set_frame(p, &long);
+            assert_eq!(pool.frame(p), &long[..]);
+            assert_eq!(usize::from(pool.meta(p).off), HEADROOM);
+        }
+        for p in held {
+            pool.free(p);
+        }
+        // The masked form of the colour is the one the module docs describe.
+        for idx in 0..1 << 16 {
+            let plain = HEADROOM + LINE * (((idx >> 1) ^ (idx >> 6)) % COLOURS) as usize;
+            assert_eq!(colour_offset(idx), plain, "slot {idx}");
+        }
     }
 
     #[test]
@@ -618,7 +715,7 @@ mod tests {
                 pool.set_frame(p, &[p.index() as u8 + 1; 4]);
             }
             for p in &ps {
-                let at = p.index() as usize * SLOT_SIZE + HEADROOM;
+                let at = p.index() as usize * SLOT_SIZE + pool.place(p, 4);
                 // SAFETY: reading bytes no `&mut` covers right now.
                 let b = unsafe { core::slice::from_raw_parts(base.add(at), 4) };
                 assert_eq!(b, &[p.index() as u8 + 1; 4]);

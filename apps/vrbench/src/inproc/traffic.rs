@@ -18,9 +18,10 @@
 //! compare-and-swap per packet on the worker's core); it hands them back to the generator
 //! through a worker-local SPSC ring ([`vrhost_dataplane::ring`]; both ends live on the same
 //! thread, so its atomics are plain loads and stores, and both ends are `Send` as `Worker`
-//! requires). Invariant: a slot in a recycle ring holds a frame this generator wrote, at
-//! [`HEADROOM`] and of the generated length, changed by forwarding at most in its first 64
-//! bytes (L2 rewrite, TTL, checksum); so only those bytes are rewritten. The sink checks
+//! requires). Invariant: a slot in a recycle ring holds a frame this generator wrote, where
+//! the pool places it (`Pool::place`) and of the generated length, changed by forwarding at
+//! most in its first 64 bytes (L2 rewrite, TTL, checksum); so only those bytes are
+//! rewritten. The sink checks
 //! offset and length and frees anything else to the pool; slots from the pool get the whole
 //! template. The ring is primed with `--rx-ring` slots, so the frames in circulation are
 //! about what a NIC with that many rx descriptors would cycle through.
@@ -41,7 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use vrhost_dataplane::counters::Counter;
 use vrhost_dataplane::port::{RxQueue, TxQueue};
 use vrhost_dataplane::ring::{Consumer, Producer};
-use vrhost_dataplane::{HEADROOM, Meta, Pkt, PktVec, Pool};
+use vrhost_dataplane::{Meta, Pkt, PktVec, Pool};
 
 use super::tsc;
 
@@ -416,7 +417,7 @@ fn write6(pool: &Pool, p: &mut Pkt, full: bool, t: &[Template], len: usize, d: &
     h[14 + 40 + 6..14 + 40 + 8].copy_from_slice(&c.to_be_bytes());
 }
 
-/// Reset the slot's metadata to a fresh frame of `len` bytes at [`HEADROOM`], copy the
+/// Reset the slot's metadata to a fresh frame of `len` bytes where the pool places it, copy the
 /// template (all of it if `full`, else its first [`HDR`] bytes), and return those bytes.
 #[inline(always)]
 fn head<'a>(
@@ -426,18 +427,22 @@ fn head<'a>(
     t: &Template,
     len: usize,
 ) -> &'a mut [u8; HDR] {
+    // A recycled slot's frame is where the pool placed it (the sink checked).
+    let at = if full {
+        pool.place(p, len)
+    } else {
+        usize::from(pool.meta(p).off)
+    };
     let (m, slot) = pool.slot_mut(p);
     *m = Meta {
-        off: HEADROOM as u16,
+        off: at as u16,
         len: len as u16,
         ..Meta::default()
     };
     if full {
-        slot[HEADROOM..HEADROOM + len].copy_from_slice(&t.bytes[..len]);
+        slot[at..at + len].copy_from_slice(&t.bytes[..len]);
     }
-    let h: &mut [u8; HDR] = (&mut slot[HEADROOM..HEADROOM + HDR])
-        .try_into()
-        .expect("HDR bytes");
+    let h: &mut [u8; HDR] = (&mut slot[at..at + HDR]).try_into().expect("HDR bytes");
     // Past a short frame's end this writes zeros into the slot's unused room: harmless.
     h.copy_from_slice(&t.head);
     h
@@ -550,10 +555,11 @@ impl TxQueue for SinkTx {
         let n = pkts.len();
         let mut bytes = 0u64;
         let mut ours = true;
+        let len = usize::from(self.len);
         for p in pkts.iter() {
             let m = pool.meta(p);
             bytes += u64::from(m.len);
-            ours &= m.off == HEADROOM as u16 && m.len == self.len;
+            ours &= m.len == self.len && usize::from(m.off) == pool.place(p, len);
         }
         if let Some(o) = &self.order {
             let mut k = 0;

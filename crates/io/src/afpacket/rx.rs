@@ -4,7 +4,7 @@
 //! block to user space (`block_status |= TP_STATUS_USER`) when it is full or when the block
 //! timeout expires with at least one frame in it. [`PacketRx::rx_burst`] walks ready blocks
 //! in the same order: peek the status (acquire), read the frames, copy each into a fresh
-//! pool slot at [`HEADROOM`], and give the block back (`TP_STATUS_KERNEL`, release) once its
+//! pool slot where the pool places it ([`Pool::place`]), and give the block back (`TP_STATUS_KERNEL`, release) once its
 //! last frame is read. A call that stops early — `max` reached, the vector full, the pool
 //! empty — remembers where it was inside the block (`left`, `off`) and the next call goes
 //! on from there, so a block larger than a burst is never lost or read twice.
@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use vrhost_dataplane::port::RxQueue;
-use vrhost_dataplane::{HEADROOM, MAX_FRAME, PktVec, Pool};
+use vrhost_dataplane::{MAX_FRAME, PktVec, Pool};
 
 use super::csum;
 use super::stats::QueueCounters;
@@ -212,8 +212,9 @@ impl RxQueue for PacketRx {
                 // inside block `cur`, which the kernel does not write while it is ours, and
                 // no `&mut` to the mapping exists.
                 let src = unsafe { core::slice::from_raw_parts(base.add(off + mac), snap) };
+                let at = pool.place(&p, len);
                 let (m, slot) = pool.slot_mut(&mut p);
-                let dst = &mut slot[HEADROOM..HEADROOM + len];
+                let dst = &mut slot[at..at + len];
                 if tagged {
                     let tpid = if h.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
                         h.hv1.tp_vlan_tpid
@@ -227,7 +228,7 @@ impl RxQueue for PacketRx {
                 } else {
                     dst.copy_from_slice(src);
                 }
-                m.off = HEADROOM as u16;
+                m.off = at as u16;
                 m.len = len as u16;
                 if h.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0
                     && self.complete_csum

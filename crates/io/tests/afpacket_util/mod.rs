@@ -12,7 +12,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use vrhost_dataplane::port::RxQueue;
-use vrhost_dataplane::{HEADROOM, PktVec, Pool};
+use vrhost_dataplane::{PktVec, Pool};
 use vrhost_lab::{Netns, veth};
 
 /// EtherType of the test frames (IEEE 802 local experimental).
@@ -306,7 +306,7 @@ pub fn udp4(
 }
 
 /// Poll `rx` with bursts of at most `max` until `want` frames satisfying `keep` arrived or
-/// `timeout` passed. Checks every burst respects `max` and every frame sits at HEADROOM;
+/// `timeout` passed. Checks every burst respects `max` and every frame sits where the pool places it;
 /// returns the frames and frees the slots.
 pub fn rx_collect(
     rx: &mut dyn RxQueue,
@@ -324,7 +324,8 @@ pub fn rx_collect(
         assert!(n <= max, "rx_burst returned {n} > max {max}");
         assert_eq!(n, v.len());
         for p in v.drain(..) {
-            assert_eq!(usize::from(pool.meta(&p).off), HEADROOM);
+            let m = *pool.meta(&p);
+            assert_eq!(usize::from(m.off), pool.place(&p, usize::from(m.len)));
             let f = pool.frame(&p).to_vec();
             pool.free(p);
             if keep(&f) {
