@@ -21,9 +21,8 @@
 //! requires). Invariant: a slot in a recycle ring holds a frame this generator wrote, where
 //! the pool places it (`Pool::place`) and of the generated length, changed by forwarding at
 //! most in its first 64 bytes (L2 rewrite, TTL, checksum); so only those bytes are
-//! rewritten. The sink checks
-//! offset and length and frees anything else to the pool; slots from the pool get the whole
-//! template. The ring is primed with `--rx-ring` slots, so the frames in circulation are
+//! rewritten. The sink checks offset and length and frees anything else to the pool; slots
+//! from the pool get the whole template. The ring is primed with `--rx-ring` slots, so the frames in circulation are
 //! about what a NIC with that many rx descriptors would cycle through.
 //!
 //! **Offered load** ([`Offer`], switchable between measurement windows through [`GenCtl`]).
@@ -417,8 +416,8 @@ fn write6(pool: &Pool, p: &mut Pkt, full: bool, t: &[Template], len: usize, d: &
     h[14 + 40 + 6..14 + 40 + 8].copy_from_slice(&c.to_be_bytes());
 }
 
-/// Reset the slot's metadata to a fresh frame of `len` bytes where the pool places it, copy the
-/// template (all of it if `full`, else its first [`HDR`] bytes), and return those bytes.
+/// Reset the slot's metadata to a fresh frame of `len` bytes where the pool places it, copy
+/// the template (all of it if `full`, else its first [`HDR`] bytes), and return those bytes.
 #[inline(always)]
 fn head<'a>(
     pool: &'a Pool,

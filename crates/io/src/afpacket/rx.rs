@@ -4,8 +4,8 @@
 //! block to user space (`block_status |= TP_STATUS_USER`) when it is full or when the block
 //! timeout expires with at least one frame in it. [`PacketRx::rx_burst`] walks ready blocks
 //! in the same order: peek the status (acquire), read the frames, copy each into a fresh
-//! pool slot where the pool places it ([`Pool::place`]), and give the block back (`TP_STATUS_KERNEL`, release) once its
-//! last frame is read. A call that stops early — `max` reached, the vector full, the pool
+//! pool slot where the pool places it ([`Pool::place`]), and give the block back
+//! (`TP_STATUS_KERNEL`, release) once its last frame is read. A call that stops early — `max` reached, the vector full, the pool
 //! empty — remembers where it was inside the block (`left`, `off`) and the next call goes
 //! on from there, so a block larger than a burst is never lost or read twice.
 //!

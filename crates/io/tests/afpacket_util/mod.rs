@@ -306,8 +306,8 @@ pub fn udp4(
 }
 
 /// Poll `rx` with bursts of at most `max` until `want` frames satisfying `keep` arrived or
-/// `timeout` passed. Checks every burst respects `max` and every frame sits where the pool places it;
-/// returns the frames and frees the slots.
+/// `timeout` passed. Checks every burst respects `max` and every frame sits where the pool
+/// places it; returns the frames and frees the slots.
 pub fn rx_collect(
     rx: &mut dyn RxQueue,
     pool: &Pool,
