@@ -156,6 +156,8 @@ pub(crate) struct WorkerCounters {
     /// Receive queues left unpolled for a poll because every VR they feed had a poll's
     /// worth queued (back-pressure: the excess waits in the NIC).
     pub(crate) rx_held: Counter,
+    /// Owned VRs the stride scheduler's scan looked at (their state, not just their sleep).
+    pub(crate) vrs_scanned: Counter,
     /// Packets received and packets run through VR vectors.
     pub(crate) rx_packets: Counter,
     pub(crate) fwd_packets: Counter,
@@ -176,6 +178,7 @@ impl Default for WorkerCounters {
             polls: Counter::default(),
             busy_cycles: Counter::default(),
             rx_held: Counter::default(),
+            vrs_scanned: Counter::default(),
             rx_packets: Counter::default(),
             fwd_packets: Counter::default(),
             full_rx_cycles: Counter::default(),
@@ -292,6 +295,10 @@ pub struct WorkerStats {
     pub busy_cycles: u64,
     /// Receive queues left unpolled under back-pressure (per poll and queue).
     pub rx_held: u64,
+    /// Owned VRs the scheduler looked at, summed over polls: VRs asleep (deferred, or idle
+    /// and fed only by this worker) are skipped, so with many idle VRs this grows with the
+    /// traffic, not with the VR count (`crate::wake`).
+    pub vrs_scanned: u64,
     /// Packets received.
     pub rx_packets: u64,
     /// Packets run through its VRs' vectors.
@@ -1039,6 +1046,7 @@ impl Dataplane {
                 idle_polls: w.idle_polls.get(),
                 busy_cycles: w.busy_cycles.get(),
                 rx_held: w.rx_held.get(),
+                vrs_scanned: w.vrs_scanned.get(),
                 rx_packets: w.rx_packets.get(),
                 fwd_packets: w.fwd_packets.get(),
                 full_rx_cost: w.full_rx_cycles.get() as f64 / w.full_rx_packets.get().max(1) as f64,

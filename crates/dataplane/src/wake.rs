@@ -1,5 +1,5 @@
-//! Sleeping VRs: under pressure the scheduler looks only at the VRs that may have a vector
-//! to run, not at every VR it owns in every poll.
+//! Sleeping VRs: the scheduler looks only at the VRs that may have a vector to run, not at
+//! every VR it owns in every poll.
 //!
 //! Under pressure (a receive queue gave a full burst) a VR runs once `COALESCE` packets wait
 //! for it or once it has been passed over for `MAX_DEFER` polls (see `worker.rs`): with
@@ -17,10 +17,21 @@
 //! runner's [`WakeBits`], which the runner takes at its next pressured poll. A worker that
 //! feeds another worker's VR (on the owner) wakes it the same way, hence atomics.
 //!
+//! **Without pressure** every VR with packets runs at once (a lightly loaded router adds no
+//! latency), and a VR with nothing queued sleeps *idle* ([`Sleep::idle_until`]) when every
+//! packet it can get comes through this worker's own demux: one worker, or VRs run where
+//! received. That demux ends the sleep in the same thread when it queues a packet for the
+//! VR ([`Sleep::wake_idle`]), so no wake can be lost and a lone packet runs in the poll it
+//! came. Injected frames and flag changes wake VRs as before. The sleep's deadline, a
+//! deferral, is only a safety net. Why: the scan asked every idle VR in every light poll
+//! too. With 1,000 VRs at 20,000 packets a second a poll took 22 µs, nearly all of it the
+//! scan, and that much latency was added to every packet (perf.md, session 36). A VR on its
+//! owner that other workers feed still gets looked at in every light poll: their wakes come
+//! every `COALESCE` packets, too late for a lone packet.
+//!
 //! A wake is a hint. One that comes too early costs a look (the VR is deferred again until
 //! the same deadline); one that is lost (a VR moving between workers) costs at most the
-//! rest of a deferral, the bound a deferred VR's packets always had. Without pressure every
-//! VR is looked at in every poll, as before: a lightly loaded router adds no latency.
+//! rest of a deferral, the bound a deferred VR's packets always had.
 //!
 //! Rejected: skipping a deferred VR for a guessed number of polls (session 19): a VR that
 //! suddenly takes most of a port's traffic would overflow its ring while skipped. A timer
@@ -73,6 +84,9 @@ impl WakeBits {
     }
 }
 
+/// Marks a deadline as an idle sleep's (see [`Sleep::idle_until`]); polls never reach it.
+const IDLE: u64 = 1 << 63;
+
 /// A worker's polls and, per VR id, the poll before which the scheduler need not look at it.
 #[derive(Debug, Default)]
 pub(crate) struct Sleep {
@@ -102,19 +116,39 @@ impl Sleep {
         }
     }
 
-    /// `vr` need not be looked at in this poll.
+    /// `vr` need not be looked at in this poll: under `pressure` whatever put it to sleep,
+    /// otherwise only an idle sleep ([`Sleep::idle_until`]).
     #[inline(always)]
-    pub(crate) fn asleep(&self, vr: VrId) -> bool {
+    pub(crate) fn asleep(&self, vr: VrId, pressure: bool) -> bool {
         self.wake_at
             .get(usize::from(vr))
-            .is_some_and(|&at| at > self.poll)
+            .is_some_and(|&at| (pressure || at & IDLE != 0) && at & !IDLE > self.poll)
     }
 
-    /// Leave `vr` alone until poll `at`.
+    /// Leave `vr` alone until poll `at` (under pressure only).
     #[inline]
     pub(crate) fn until(&mut self, vr: VrId, at: u64) {
         if let Some(w) = self.wake_at.get_mut(usize::from(vr)) {
             *w = at;
+        }
+    }
+
+    /// Leave `vr`, found with nothing queued, alone until poll `at` or until
+    /// [`Sleep::wake_idle`], with or without pressure. Only for a VR whose every packet
+    /// comes through this worker's own demux, which wakes it in the same thread: no wake
+    /// can be lost, and `at` is only a safety net.
+    #[inline]
+    pub(crate) fn idle_until(&mut self, vr: VrId, at: u64) {
+        self.until(vr, at | IDLE);
+    }
+
+    /// Demux queued packets for `vr`: end an idle sleep (a deferral runs on).
+    #[inline(always)]
+    pub(crate) fn wake_idle(&mut self, vr: VrId) {
+        if let Some(w) = self.wake_at.get_mut(usize::from(vr))
+            && *w & IDLE != 0
+        {
+            *w = 0;
         }
     }
 
@@ -157,22 +191,49 @@ mod tests {
         let mut s = Sleep::default();
         s.fit(4);
         assert_eq!(s.tick(), 1);
-        assert!(!s.asleep(2), "awake at first");
+        assert!(!s.asleep(2, true), "awake at first");
         s.until(2, 3);
-        assert!(s.asleep(2));
-        assert!(!s.asleep(1), "others are not touched");
+        assert!(s.asleep(2, true));
+        assert!(!s.asleep(1, true), "others are not touched");
         s.tick();
-        assert!(s.asleep(2));
+        assert!(s.asleep(2, true));
         assert_eq!(s.tick(), 3);
-        assert!(!s.asleep(2), "awake at its poll");
+        assert!(!s.asleep(2, true), "awake at its poll");
         s.until(2, 10);
         s.wake(2);
-        assert!(!s.asleep(2), "woken early");
+        assert!(!s.asleep(2, true), "woken early");
         s.until(3, 10);
         s.wake_all();
-        assert!(!s.asleep(3));
+        assert!(!s.asleep(3, true));
         // Ids beyond the array are never asleep (a VR added since the last `fit`).
         s.until(9, 10);
-        assert!(!s.asleep(9));
+        assert!(!s.asleep(9, true));
+    }
+
+    #[test]
+    fn an_idle_sleep_holds_without_pressure_and_ends_at_a_wake_from_demux() {
+        let mut s = Sleep::default();
+        s.fit(4);
+        let now = s.tick();
+        s.until(1, now + 2);
+        s.idle_until(2, now + 2);
+        assert!(
+            !s.asleep(1, false),
+            "a deferral does not hold without pressure"
+        );
+        assert!(s.asleep(1, true));
+        assert!(s.asleep(2, false), "an idle sleep holds without pressure");
+        assert!(s.asleep(2, true), "and with it");
+        // Demux ends an idle sleep, not a deferral.
+        s.wake_idle(1);
+        s.wake_idle(2);
+        assert!(s.asleep(1, true), "a deferral runs on");
+        assert!(!s.asleep(2, false) && !s.asleep(2, true));
+        // The safety net: an idle sleep ends at its poll.
+        s.idle_until(3, now + 2);
+        s.tick();
+        assert!(s.asleep(3, false));
+        s.tick();
+        assert!(!s.asleep(3, false), "awake at its poll");
     }
 }

@@ -1034,6 +1034,7 @@ impl Worker {
             touched,
             snap,
             now_ns,
+            sleep,
             ..
         } = self;
         let (sh, id, now) = (&**sh, *id, *now_ns);
@@ -1133,7 +1134,7 @@ impl Worker {
             }
         }
         pc.rx_bytes.add(bytes);
-        dropped += Self::flush_staged(sh, now, vrs, touched, track);
+        dropped += Self::flush_staged(sh, now, vrs, touched, track, sleep, id);
         // Which VR this queue mostly feeds (placement moves a queue to that VR's owner):
         // judged on bursts big enough to tell, kept between them.
         if n >= SIGNIFICANT as usize {
@@ -1341,6 +1342,8 @@ impl Worker {
         vrs: &mut [Option<LocalVr>],
         touched: &mut Touched,
         track: &mut RxTrack,
+        sleep: &mut Sleep,
+        me: usize,
     ) -> u64 {
         let mut dropped = 0;
         while let Some(vr) = touched.pop() {
@@ -1363,6 +1366,9 @@ impl Worker {
                 if usize::from(l.since_wake) >= COALESCE {
                     l.since_wake = 0;
                     sh.wake[l.wake_to as usize].set(vr);
+                }
+                if usize::from(l.wake_to) == me {
+                    sleep.wake_idle(vr);
                 }
                 track.top = track.top.max(l.burst);
                 l.burst = 0;
@@ -1452,10 +1458,15 @@ impl Worker {
     /// Under `pressure` a VR with fewer than [`COALESCE`] packets waiting is passed over
     /// until its deferral ([`MAX_DEFER`] polls) runs out, and one with none is left for as
     /// long: both sleep ([`crate::wake`]), so that the scan reads only VRs that may run, and
-    /// demux wakes them sooner when their packets come.
+    /// demux wakes them sooner when their packets come. Without pressure a VR with none
+    /// sleeps idle if only this worker's demux feeds it, which wakes it with its first packet.
     fn schedule(&mut self, now_ns: u64, pressure: bool, budget: usize) -> usize {
         let (fairness, watchdog) = (self.sh.fairness(), self.sh.watchdog());
         let poll = self.sleep.now();
+        // Every packet of an owned VR comes through this worker's demux: an idle VR may
+        // sleep without pressure too, and demux wakes it (`Sleep::wake_idle`).
+        let fed_here_only = self.local || self.sh.workers == 1;
+        let mut scanned = 0u64;
         self.cands.clear();
         if pressure && let Some(&last) = self.owned.last() {
             let sleep = &mut self.sleep;
@@ -1463,10 +1474,11 @@ impl Worker {
         }
         for i in 0..self.owned.len() {
             let vr = self.owned[i];
-            // Under pressure only the VRs that may run are looked at (see `crate::wake`).
-            if pressure && self.sleep.asleep(vr) {
+            // Only the VRs that may run are looked at (see `crate::wake`).
+            if self.sleep.asleep(vr, pressure) {
                 continue;
             }
+            scanned += 1;
             if !self.runnable(vr) {
                 continue;
             }
@@ -1487,6 +1499,11 @@ impl Worker {
                 } else {
                     // Nothing waits: what comes later starts a deferral of its own.
                     o.defer_start = NOT_DEFERRED;
+                    // Not while injected frames wait for a previous owner's fences: their
+                    // passing wakes nobody.
+                    if fed_here_only && o.consumers.len() == 1 && !o.inject_pending {
+                        self.sleep.idle_until(vr, poll + MAX_DEFER);
+                    }
                 }
                 continue;
             }
@@ -1503,6 +1520,7 @@ impl Worker {
             o.sched.rejoin(self.vtime);
             self.cands.push((o.sched.pass, vr));
         }
+        self.sh.worker_counters[self.id].vrs_scanned.add(scanned);
         let mut spent = 0;
         while spent < budget && !self.cands.is_empty() {
             let mut best = 0;

@@ -1,8 +1,9 @@
-//! VRs that sleep under pressure (`crate::wake`): the scheduler stops looking at a VR it
+//! VRs that sleep (`crate::wake`): under pressure the scheduler stops looking at a VR it
 //! passed over until its deferral runs out, and demux wakes it sooner once enough packets
-//! came for it. These tests pin both halves: a VR asleep when its traffic surges is woken
-//! before its ingress ring can overflow, and a VR asleep with a lone packet still runs
-//! within a deferral.
+//! came for it; without pressure an idle VR sleeps until demux queues a packet for it.
+//! These tests pin the halves: a VR asleep when its traffic surges is woken before its
+//! ingress ring can overflow, a VR asleep with a lone packet still runs within a deferral,
+//! and an idle VR under light load is not looked at yet runs a lone packet at once.
 //!
 //! One worker polled step by step, port 0 in, port 1 out; a full burst of 256 frames is
 //! offered every poll, which is what puts the worker under pressure.
@@ -170,6 +171,43 @@ fn a_lone_packet_for_a_sleeping_vr_waits_at_most_a_deferral() {
     }
     let polls = polls_for_a_lone_packet(&mut r, &mut s);
     assert!(polls > 1, "after light load: left at once");
+    r.run();
+    s.out.extend(r.recv(1));
+    s.check();
+}
+
+/// Light load (no full burst) with one worker: a VR found with nothing queued sleeps idle,
+/// so the scheduler stops looking at it, and a lone frame for it wakes it in the poll it
+/// comes and leaves at once.
+#[test]
+fn without_pressure_an_idle_vr_is_not_looked_at_and_a_lone_packet_leaves_at_once() {
+    let (mut r, mut s) = (rig(), Streams::new());
+    for _ in 0..4 {
+        s.poll_n(&mut r, 0, 16);
+    }
+    let scanned = |r: &Rig| r.dp.worker_stats()[0].vrs_scanned;
+    let before = scanned(&r);
+    let polls = 32;
+    for _ in 0..polls {
+        s.poll_n(&mut r, 0, 16);
+    }
+    // The background VRs get frames in every poll and are looked at in every poll; "hot"
+    // once at most (its idle sleep's safety deadline is a deferral). Looking at every VR
+    // in every poll would be 8 a poll.
+    let looked = scanned(&r) - before;
+    let bg = u64::from(BG) * polls;
+    assert!(
+        (bg..=bg + 1).contains(&looked),
+        "{looked} looks in {polls} polls, {bg} of them for the background VRs"
+    );
+    s.poll_n(&mut r, 1, 16);
+    assert_eq!(s.hot_waiting(), 0, "the lone frame waited");
+    // And again once its sleep's deadline has passed and it was put to sleep anew.
+    for _ in 0..40 {
+        s.poll_n(&mut r, 0, 16);
+    }
+    s.poll_n(&mut r, 1, 16);
+    assert_eq!(s.hot_waiting(), 0, "the lone frame waited");
     r.run();
     s.out.extend(r.recv(1));
     s.check();

@@ -44,7 +44,8 @@ pub(crate) struct Snap {
     drops: [u64; N_DROPS],
     vr: VrSum,
     ports: Vec<PortStats>,
-    polls: (u64, u64),
+    /// Polls, idle polls, VRs the schedulers looked at.
+    polls: (u64, u64, u64),
     /// Per worker: offered, generated, ring full, no buffer.
     gens: Vec<[u64; 4]>,
     /// Per worker: port-0 packets, port-0 bytes, port-1 packets, port-1 bytes.
@@ -107,7 +108,11 @@ impl Snap {
             drops,
             vr,
             ports,
-            polls: b.dp.polls(),
+            polls: {
+                let (p, i) = b.dp.polls();
+                let scanned = b.dp.worker_stats().iter().map(|w| w.vrs_scanned).sum();
+                (p, i, scanned)
+            },
             gens,
             sinks,
         }
@@ -146,7 +151,11 @@ impl Snap {
                     rx_dropped: x.rx_dropped - y.rx_dropped,
                 })
                 .collect(),
-            polls: (self.polls.0 - b.polls.0, self.polls.1 - b.polls.1),
+            polls: (
+                self.polls.0 - b.polls.0,
+                self.polls.1 - b.polls.1,
+                self.polls.2 - b.polls.2,
+            ),
             gens: self
                 .gens
                 .iter()
@@ -291,6 +300,8 @@ pub(crate) struct Report {
     pub(crate) ports: Vec<PortFig>,
     pub(crate) polls: u64,
     pub(crate) idle_polls: u64,
+    /// Owned VRs the schedulers looked at, over all polls (asleep ones are skipped).
+    pub(crate) vrs_scanned: u64,
     pub(crate) workers: Vec<WorkerFig>,
 }
 
@@ -463,6 +474,7 @@ pub(crate) fn make(
             .collect(),
         polls: d.polls.0,
         idle_polls: d.polls.1,
+        vrs_scanned: d.polls.2,
         workers,
     }
 }
@@ -603,7 +615,12 @@ pub(crate) fn print(r: &Report) {
             p.port, p.rx_packets, p.tx_packets, p.tx_full, p.rx_dropped
         );
     }
-    println!("  polls {} (idle {})", r.polls, r.idle_polls);
+    println!(
+        "  polls {} (idle {}); VRs looked at by the scheduler: {:.1} a poll",
+        r.polls,
+        r.idle_polls,
+        r.vrs_scanned as f64 / r.polls.max(1) as f64
+    );
 }
 
 /// One line of the suite's summary.
