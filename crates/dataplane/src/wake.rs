@@ -22,8 +22,8 @@
 //! packet it can get comes through this worker's own demux: one worker, or VRs run where
 //! received. That demux ends the sleep in the same thread when it queues a packet for the
 //! VR ([`Sleep::wake_idle`]), so no wake can be lost and a lone packet runs in the poll it
-//! came. Injected frames and flag changes wake VRs as before. The sleep's deadline, a
-//! deferral, is only a safety net. Why: the scan asked every idle VR in every light poll
+//! came. Injected frames and flag changes wake VRs as before. The sleep's deadline
+//! (`IDLE_RECHECK`, 256 polls) is only a safety net. Why: the scan asked every idle VR in every light poll
 //! too. With 1,000 VRs at 20,000 packets a second a poll took 22 µs, nearly all of it the
 //! scan, and that much latency was added to every packet (perf.md, session 36). A VR on its
 //! owner that other workers feed still gets looked at in every light poll: their wakes come
