@@ -23,11 +23,11 @@
 //! received. That demux ends the sleep in the same thread when it queues a packet for the
 //! VR ([`Sleep::wake_idle`]), so no wake can be lost and a lone packet runs in the poll it
 //! came. Injected frames and flag changes wake VRs as before. The sleep's deadline
-//! (`IDLE_RECHECK`, 256 polls) is only a safety net. Why: the scan asked every idle VR in every light poll
-//! too. With 1,000 VRs at 20,000 packets a second a poll took 22 µs, nearly all of it the
-//! scan, and that much latency was added to every packet (perf.md, session 36). A VR on its
-//! owner that other workers feed still gets looked at in every light poll: their wakes come
-//! every `COALESCE` packets, too late for a lone packet.
+//! (`IDLE_RECHECK`, 256 polls) is only a safety net. Why: the scan asked every idle VR in
+//! every light poll too. With 1,000 VRs at 20,000 packets a second a poll took 20–22 µs,
+//! nearly all of it the scan, and that much latency was added to every packet (perf.md,
+//! session 36). A VR on its owner that other workers feed still gets looked at in every
+//! light poll: their wakes come every `COALESCE` packets, too late for a lone packet.
 //!
 //! A wake is a hint. One that comes too early costs a look (the VR is deferred again until
 //! the same deadline); one that is lost (a VR moving between workers) costs at most the
@@ -125,7 +125,7 @@ impl Sleep {
             .is_some_and(|&at| (pressure || at & IDLE != 0) && at & !IDLE > self.poll)
     }
 
-    /// Leave `vr` alone until poll `at` (under pressure only).
+    /// Leave `vr` alone until poll `at`: a sleep that holds under pressure only.
     #[inline]
     pub(crate) fn until(&mut self, vr: VrId, at: u64) {
         if let Some(w) = self.wake_at.get_mut(usize::from(vr)) {

@@ -1139,7 +1139,7 @@ impl Worker {
             }
         }
         pc.rx_bytes.add(bytes);
-        dropped += Self::flush_staged(sh, now, vrs, touched, track, sleep, id);
+        dropped += Self::flush_staged(sh, now, vrs, touched, track, sleep);
         // Which VR this queue mostly feeds (placement moves a queue to that VR's owner):
         // judged on bursts big enough to tell, kept between them.
         if n >= SIGNIFICANT as usize {
@@ -1348,7 +1348,6 @@ impl Worker {
         touched: &mut Touched,
         track: &mut RxTrack,
         sleep: &mut Sleep,
-        me: usize,
     ) -> u64 {
         let mut dropped = 0;
         while let Some(vr) = touched.pop() {
@@ -1372,9 +1371,9 @@ impl Worker {
                     l.since_wake = 0;
                     sh.wake[l.wake_to as usize].set(vr);
                 }
-                if usize::from(l.wake_to) == me {
-                    sleep.wake_idle(vr);
-                }
+                // Only a VR this worker runs can be in an idle sleep here (one left
+                // by a VR that moved away is cleared when it comes back).
+                sleep.wake_idle(vr);
                 track.top = track.top.max(l.burst);
                 l.burst = 0;
                 l.in_burst = false;

@@ -22,8 +22,9 @@
 //! the pool places it (`Pool::place`) and of the generated length, changed by forwarding at
 //! most in its first 64 bytes (L2 rewrite, TTL, checksum); so only those bytes are
 //! rewritten. The sink checks offset and length and frees anything else to the pool; slots
-//! from the pool get the whole template. The ring is primed with `--rx-ring` slots, so the frames in circulation are
-//! about what a NIC with that many rx descriptors would cycle through.
+//! from the pool get the whole template. The ring is primed with `--rx-ring` slots, so the
+//! frames in circulation are about what a NIC with that many rx descriptors would cycle
+//! through.
 //!
 //! **Offered load** ([`Offer`], switchable between measurement windows through [`GenCtl`]).
 //! Unlimited, every `rx_burst` is a full vector: the worker is offered exactly what it takes,
@@ -426,7 +427,9 @@ fn head<'a>(
     t: &Template,
     len: usize,
 ) -> &'a mut [u8; HDR] {
-    // A recycled slot's frame is where the pool placed it (the sink checked).
+    // A recycled slot's frame is where the pool placed it (the sink checked). Reading its
+    // offset back costs fewer instructions than placing it again (11 per packet, callgrind,
+    // session 36), though with 100 VRs the read misses L1 for most recycled slots.
     let at = if full {
         pool.place(p, len)
     } else {
