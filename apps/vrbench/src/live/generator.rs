@@ -596,6 +596,9 @@ impl Generator {
             }
             now = monotonic_ns();
         }
+        // Held off across the end, the loop never saw its last frames fall due; stopped
+        // early (Ctrl-C), the run ends where it stopped.
+        pacer.finish(now.min(end));
         Ok((Duration::from_nanos(now - start), pacer.missed(), calls))
     }
 

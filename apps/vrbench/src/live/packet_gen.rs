@@ -266,6 +266,8 @@ fn thread(
             }
         }
     }
+    // Stopped early (Ctrl-C), the run ends where it stopped.
+    g.finish(now.min(end));
     let st = g.stats();
     Ok(Sent {
         per_stream: streams
