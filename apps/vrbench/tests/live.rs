@@ -22,8 +22,9 @@ use serde_json::Value;
 
 static N: AtomicU32 = AtomicU32::new(0);
 
-/// Trials run one at a time: each pins its generator to the last core and (vrhost) its
-/// worker to core 0; two at once would share those cores and under-offer or drop.
+/// Tests run one at a time: each trial pins its generator to the last core and (vrhost) its
+/// worker to core 0; two at once would share those cores and under-offer or drop. Tests
+/// that only start processes take the lock too (see the bad-input test).
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -102,22 +103,36 @@ fn lossless_trial(tag: &str, args: &[&str], rate_pps: f64) -> Value {
     trial_losing_at_most(tag, args, rate_pps, 0.0)
 }
 
-/// Runs of one trial, at most, while the host holds the generator back.
-const ATTEMPTS: u32 = 3;
+/// Runs of one trial, at most, while the host disturbs them.
+const ATTEMPTS: u32 = 5;
+
+/// Steal (ms, on the generator's or the DUT's core) a quiet host takes from a trial here: a
+/// core busy with a 1 s trial loses 20–50 ms to it (an idle one about 10), and those runs
+/// lose nothing. Beyond this the hypervisor is holding the lab's cores.
+const QUIET_STEAL_MS: f64 = 30.0;
 
 /// As [`lossless_trial`], but up to `max_loss` of the frames (a fraction) may be lost —
 /// every frame still accounted for, per stream, as received or lost.
 ///
-/// A run whose generator the host held back by over 10 % (the result says
-/// `under_offered`) is run again, up to [`ATTEMPTS`] runs in all: in CI one such moment
-/// held the generator to 61 % of 200 kpps and stalled the whole lab with it (10 ms
-/// latencies, 5.6 % lost). The run that counts is the first whose generator kept up, and
-/// it must pass every check; a generator that never keeps up fails.
+/// The host can take the lab's CPUs, and these tests must tell that from the DUT's loss.
+/// The result says how much it took: the pacer's `missed` tokens (the generator held off)
+/// and `steal` (the hypervisor running another guest on the generator's or the DUT's
+/// core). In CI one such moment held the generator to 61 % of 200 kpps and stalled the lab
+/// with it (10 ms latencies, 5.6 % lost); another held it back by 12 % twice running and
+/// by 2.4 % in a third run, which lost 4.4 % through the kernel; locally a neighbour once
+/// took 200–520 ms of every second from both cores for five runs in a row. So:
+///
+/// - a run whose generator the host held back by over 10 %, or that lost more than allowed
+///   while the host took the cores, is run again after a pause, up to [`ATTEMPTS`] runs;
+/// - the run that counts may lose, besides `max_loss`, the frames offered while the
+///   hypervisor held a core beyond [`QUIET_STEAL_MS`] (the rate times that time): on a
+///   quiet host nothing is excused, and a DUT that loses frames there fails at once;
+/// - pacing is checked as accounting: every frame asked was sent or counted as missed.
 fn trial_losing_at_most(tag: &str, args: &[&str], rate_pps: f64, max_loss: f64) -> Value {
     let _one_at_a_time = serial();
     let n = |v: &Value| v.as_u64().expect("a count");
     let mut attempt = 1;
-    let (r, sent, want) = loop {
+    let (r, sent, want, excused) = loop {
         let name = unique(tag);
         let out = trial(&name, args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -128,32 +143,48 @@ fn trial_losing_at_most(tag: &str, args: &[&str], rate_pps: f64, max_loss: f64) 
         assert!(namespaces_of(&name).is_empty(), "lab {name} left behind");
         let sent = n(&r["sent"]);
         let want = rate_pps * r["spec"]["duration"].as_f64().unwrap();
-        let held_back = r["under_offered"] == Value::Bool(true) && (sent as f64) < 0.9 * want;
-        if !held_back || attempt == ATTEMPTS {
-            break (r, sent, want);
+        let steal_ms = ["generator_ms", "dut_ms"].map(|k| {
+            r["steal"][k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("the result says what the hypervisor took: {r:#}"))
+        });
+        let stolen_s = (steal_ms[0].max(steal_ms[1]) - QUIET_STEAL_MS).max(0.0) / 1e3;
+        let excused = rate_pps * stolen_s;
+        let held_back = (sent as f64) < 0.9 * want;
+        let host_busy = r["under_offered"] == Value::Bool(true) || stolen_s > 0.0;
+        let too_lossy = n(&r["lost"]) as f64 > max_loss * sent as f64;
+        if !(held_back || too_lossy && host_busy) || attempt == ATTEMPTS {
+            break (r, sent, want, excused);
         }
         eprintln!(
-            "{tag}: attempt {attempt}: the generator sent {sent} of {want} (missed {}); again",
-            r["missed"]
+            "{tag}: attempt {attempt} disturbed: the generator sent {sent} of {want} (missed \
+             {}), the hypervisor took {} ms from its core and {} ms from the DUT's, {} lost; \
+             again",
+            r["missed"], steal_ms[0], steal_ms[1], r["lost"]
         );
         attempt += 1;
+        std::thread::sleep(std::time::Duration::from_secs(1));
     };
-    // Pacing works (a function check, not a figure: on this shared host a busy moment can
-    // hold the generator back by a few %, which the result reports as `missed`; the
-    // accuracy figures come from `vrbench trial --dut none`, see live.rs).
-    assert!(
-        sent as f64 <= want && sent as f64 >= 0.9 * want,
-        "sent {sent}, asked {want}: {r:#}"
-    );
     eprintln!(
-        "{tag}: sent {sent} of {want} asked ({:+.3} %), missed {}",
+        "{tag}: sent {sent} of {want} asked ({:+.3} %), missed {}, lost {}, {excused:.0} \
+         excused for the hypervisor's steal",
         (sent as f64 / want - 1.0) * 100.0,
-        r["missed"]
+        r["missed"],
+        r["lost"]
+    );
+    // Pacing works (a function check, not a figure; the accuracy figures come from
+    // `vrbench trial --dut none`, see live.rs): never more than asked, and what was not
+    // sent is counted as missed (within 1 %: the last burst may fall due at the very end).
+    // Half the asked load at least, or the trial showed too little.
+    let missed = n(&r["missed"]);
+    assert!(
+        sent as f64 <= want && (sent + missed) as f64 >= 0.99 * want && sent as f64 >= 0.5 * want,
+        "sent {sent} and missed {missed}, asked {want}: {r:#}"
     );
     let lost = n(&r["lost"]);
     assert_eq!(n(&r["received"]) + lost, sent, "{r:#}");
     assert!(
-        lost as f64 <= max_loss * sent as f64,
+        lost as f64 <= max_loss * sent as f64 + excused,
         "loss at a modest rate: {r:#}"
     );
     let mut per_stream_sent = 0;
@@ -168,8 +199,9 @@ fn trial_losing_at_most(tag: &str, args: &[&str], rate_pps: f64, max_loss: f64) 
         // few frames of a stream may really be reordered there (seen in CI: 2 of 20,000);
         // more than 0.1 % would be the sink's mistake.
         assert!(n(&s["reordered"]) * 1000 <= n(&s["received"]), "{s:#}");
+        let share = n(&s["sent"]) as f64 / sent.max(1) as f64;
         assert!(
-            n(&s["lost"]) as f64 <= max_loss * n(&s["sent"]) as f64,
+            n(&s["lost"]) as f64 <= max_loss * n(&s["sent"]) as f64 + excused * share,
             "{s:#}"
         );
         let lat = &s["latency"];
@@ -332,6 +364,7 @@ fn dpdk_testpmd_forwards_every_frame_or_is_refused_by_name() {
     let args = ["--dut", "dpdk-testpmd", "--rate", "0.05", "--seconds", "1"];
     // Without the binary on PATH (here: an empty PATH): refused, naming the package.
     let refused = |path: Option<&str>| {
+        let _one_at_a_time = serial();
         let name = unique("tld");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_vrbench"));
         cmd.args(["trial", "--json", "--name", &name]).args(args);
@@ -489,7 +522,11 @@ fn routed_and_swept_destinations_arrive_at_50_kpps() {
 
 #[test]
 fn bad_input_is_refused_before_any_namespace() {
-    // No root needed: every one of these fails before the root check.
+    // No root needed: every one of these fails before the root check. One at a time with
+    // the trials all the same: nine processes starting beside a trial's real-time
+    // generator were enough for the kernel to stop it for 50 ms (its fair-class server),
+    // 5 % of a 1 s trial.
+    let _one_at_a_time = serial();
     let cases: [(&[&str], &str); 9] = [
         (
             &["--dut", "dpdk-testpmd", "--rate", "0.05", "--vrs", "2"],

@@ -27,6 +27,7 @@ use std::time::Duration;
 use anyhow::bail;
 use serde::Serialize;
 use vrhost_bench::latency::LatencySummary;
+use vrhost_io::offcpu::OffCpu;
 use vrhost_traffic::Rate;
 
 use super::dut::{Cores, LiveLab, Profile, RxNapi, Scale};
@@ -220,6 +221,9 @@ pub(crate) struct TrialResult {
     pub(crate) missed: u64,
     /// The generator sent less than 99 % of the asked frames: it did not offer the load.
     pub(crate) under_offered: bool,
+    /// What the hypervisor took from the generator's and the DUT's cores (steal) while the
+    /// counted traffic ran and drained; `None` where `/proc/stat` does not say.
+    pub(crate) steal: Option<Steal>,
     /// `BPF_PROG_RUN` calls, or bursts handed to the socket with `--gen afpacket|afxdp`.
     pub(crate) bursts: u64,
     /// Frames the generator's own port refused (AF_PACKET: `a0`'s queue full); never sent,
@@ -233,6 +237,39 @@ pub(crate) struct TrialResult {
     pub(crate) unsigned: u64,
     /// Signed frames of unknown streams.
     pub(crate) unknown: u64,
+}
+
+/// The hypervisor's steal on the trial's two cores over the counted traffic and its drain
+/// (ms; the kernel counts it in 10 ms ticks, so 0, 10, 20, …).
+///
+/// Why: on a shared host the hypervisor can hold a vCPU for tens of ms. A generator held
+/// off shows it as `missed` tokens, but a DUT core held off shows it only as loss — the
+/// host's, not the DUT's. A steady host steals a tick or two a second here; CI once saw a
+/// run lose 4.4 % through the kernel with 7.7 ms latencies while its generator was held
+/// back too.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(crate) struct Steal {
+    /// Taken from the generator's core.
+    pub(crate) generator_ms: f64,
+    /// Taken from the DUT's core (and `p0`'s NAPI, pinned).
+    pub(crate) dut_ms: f64,
+}
+
+impl Steal {
+    /// From readings of the generator's and the DUT's cores, in that order, before and
+    /// after: the steal between, `None` if either core's is unknown.
+    fn between(before: [OffCpu; 2], after: [OffCpu; 2]) -> Option<Steal> {
+        let ms = |i: usize| Some(after[i].parts_since(&before[i]).steal?.as_secs_f64() * 1e3);
+        Some(Steal {
+            generator_ms: ms(0)?,
+            dut_ms: ms(1)?,
+        })
+    }
+
+    /// The larger of the two.
+    pub(crate) fn max_ms(&self) -> f64 {
+        self.generator_ms.max(self.dut_ms)
+    }
 }
 
 /// Run one trial on `dut`: `offered_pps_total` shared by `weights`, frames of `frame_size`,
@@ -312,8 +349,12 @@ impl LiveLab {
         self.generator.reset()?;
         self.sink.reset()?;
         let other0 = self.sink.other()?;
+        let cores = self.cores();
+        let steal_now = || [OffCpu::now(cores.generator), OffCpu::now(cores.dut)];
+        let steal0 = steal_now();
         let sent = send(spec.duration)?;
         std::thread::sleep(spec.drain);
+        let steal = Steal::between(steal0, steal_now());
         interrupted(stop)?;
         let counts = self.sink.read(other0)?;
         let mut all = Latencies::new();
@@ -361,6 +402,7 @@ impl LiveLab {
             rate_error: spec.rate_pps.map(|r| achieved / r - 1.0),
             missed: sent.missed,
             under_offered: asked_frames.is_some_and(|a| (total as f64) < 0.99 * a),
+            steal,
             bursts: sent.calls,
             tx_full: sent.tx_full,
             streams,
@@ -443,6 +485,14 @@ impl TrialResult {
                 s,
                 "the pacer missed {} tokens: the generator was held off the CPU for a while",
                 self.missed
+            );
+        }
+        if let Some(st) = self.steal.filter(|st| st.max_ms() > 0.0) {
+            let _ = writeln!(
+                s,
+                "the hypervisor took {:.0} ms from the generator's core and {:.0} ms from the \
+                 DUT's while traffic ran (loss then may be the host's)",
+                st.generator_ms, st.dut_ms
             );
         }
         if self.tx_full > 0 {
