@@ -106,8 +106,14 @@ impl OffCpu {
     /// [`OffCpu::since`] plus the CPU's interrupts and softirqs: for a thread that raises
     /// none itself.
     pub fn since_with_interrupts(&self, earlier: &OffCpu) -> Option<Duration> {
-        let p = self.parts_since(earlier);
-        sum(&[p.run_queue, p.steal, p.interrupts])
+        self.parts_since(earlier).total()
+    }
+}
+
+impl Parts {
+    /// All three parts, whichever are known, summed; `None` if none is.
+    pub fn total(&self) -> Option<Duration> {
+        sum(&[self.run_queue, self.steal, self.interrupts])
     }
 }
 
