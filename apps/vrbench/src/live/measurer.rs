@@ -6,8 +6,12 @@
 //! generator sent (exact, from its own counters), `received` the distinct frames the sink
 //! counted after the drain — so an under-offering generator shows as a shortfall (which
 //! the searches reject) and never as DUT loss. The effective duration includes warm-up and
-//! drain, the time a search really spends. The full per-stream result of the last trial is
-//! kept for reports ([`LabMeasurer::last`]).
+//! drain, the time a search really spends (every attempt's, see below). The full
+//! per-stream result of the last trial is kept for reports ([`LabMeasurer::last`]).
+//!
+//! A trial whose loss the host may have caused (the generator behind, or the hypervisor
+//! holding a core beyond a quiet host's share) is run again, up to three times; the least
+//! disturbed attempt is the one the search sees.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -31,6 +35,9 @@ impl std::fmt::Display for MeasureError {
 
 impl std::error::Error for MeasureError {}
 
+/// Runs of one trial, at most, while the host disturbs them.
+const ATTEMPTS: u32 = 3;
+
 /// Trials on one lab DUT with fixed weights and frame size (the burst interval follows each
 /// trial's load, see `generator::auto_interval`).
 #[derive(Debug)]
@@ -39,8 +46,10 @@ pub(crate) struct LabMeasurer<'a> {
     /// Everything but rate and duration, which each trial sets.
     pub(crate) template: TrialSpec,
     stop: Arc<AtomicBool>,
-    /// The last trial's full result.
+    /// The last trial's full result (of the attempt that counted).
     pub(crate) last: Option<TrialResult>,
+    /// Runs the last trial took (1 to [`ATTEMPTS`]).
+    pub(crate) last_attempts: u32,
 }
 
 impl<'a> LabMeasurer<'a> {
@@ -53,6 +62,7 @@ impl<'a> LabMeasurer<'a> {
             template,
             stop,
             last: None,
+            last_attempts: 0,
         }
     }
 }
@@ -60,18 +70,60 @@ impl<'a> LabMeasurer<'a> {
 impl Measurer for LabMeasurer<'_> {
     type Error = MeasureError;
 
+    /// One trial at `load`; one the host disturbed ([`TrialResult::host_disturbed`]) is
+    /// run again, up to [`ATTEMPTS`] runs, and the least disturbed counts: undisturbed
+    /// first, then the one that lost least. Why: a search takes any loss as the DUT's and
+    /// lowers the load, so one busy moment on a shared host would cut the throughput found
+    /// (the in-process DUT does the same, `dut_inproc.rs`).
     fn trial(&mut self, load: f64, duration: Duration) -> Result<Trial, MeasureError> {
         let mut spec = self.template.clone();
         spec.rate_pps = Some(load);
         spec.duration = duration;
         spec.interval = auto_interval(load);
-        let r = self.lab.trial(&spec, &self.stop).map_err(MeasureError)?;
+        let mut best: Option<TrialResult> = None;
+        let mut attempts = 0;
+        for attempt in 1..=ATTEMPTS {
+            attempts = attempt;
+            let r = self.lab.trial(&spec, &self.stop).map_err(MeasureError)?;
+            let disturbed = r.host_disturbed();
+            if disturbed {
+                eprintln!(
+                    "vrbench: at {:.4} Mpps {} frames were lost while the host was busy (the \
+                     generator {}; the hypervisor took {}); {}",
+                    load / 1e6,
+                    r.lost,
+                    if r.under_offered {
+                        "fell behind"
+                    } else {
+                        "kept up"
+                    },
+                    r.steal.map_or("?".to_string(), |s| format!(
+                        "{:.0} ms from its core and {:.0} ms from the DUT's",
+                        s.generator_ms, s.dut_ms
+                    )),
+                    if attempt < ATTEMPTS {
+                        "the trial is run again"
+                    } else {
+                        "the least disturbed attempt counts"
+                    }
+                );
+            }
+            let rank = |r: &TrialResult| (r.host_disturbed(), r.lost);
+            if best.as_ref().is_none_or(|b| rank(&r) < rank(b)) {
+                best = Some(r);
+            }
+            if !disturbed {
+                break;
+            }
+        }
+        let r = best.expect("at least one attempt");
+        self.last_attempts = attempts;
         let trial = Trial {
             offered_load: load,
             duration,
             sent: r.sent,
             received: r.received,
-            effective_duration: Some(spec.warmup + duration + 2 * spec.drain),
+            effective_duration: Some((spec.warmup + duration + 2 * spec.drain) * attempts),
             latency: r.latency.clone(),
         };
         self.last = Some(r);
@@ -88,6 +140,20 @@ mod tests {
     use super::super::frames::Size;
     use super::*;
 
+    /// A one-VR kernel lab on the host's default cores (its NAPI pinned to the DUT's).
+    fn kernel_lab(name: &str) -> LiveLab {
+        LiveLab::up(
+            name,
+            Profile::Kernel,
+            1,
+            Size::Fixed(64),
+            None,
+            Cores::default_for_host(),
+            Scale::ONE,
+        )
+        .unwrap()
+    }
+
     /// The searches drive the lab through the Measurer: an RFC 2544 search (short trials,
     /// labelled as such by the settings) through the kernel forwarder at loads it carries
     /// easily finds the maximum load loss-free; and the free `trial` function gives the same
@@ -99,16 +165,7 @@ mod tests {
         }
         let _alone = crate::cores_alone();
         let name = format!("tlm{}", std::process::id());
-        let mut lab = LiveLab::up(
-            &name,
-            Profile::Kernel,
-            1,
-            Size::Fixed(64),
-            None,
-            Cores::default_for_host(),
-            Scale::ONE,
-        )
-        .unwrap();
+        let mut lab = kernel_lab(&name);
         let run = |lab: &mut LiveLab| {
             super::super::trial::trial(
                 lab,
@@ -171,6 +228,61 @@ mod tests {
         assert!(t.sent > 0 && t.sent <= 25_000, "{t:?}");
         assert!(t.latency.as_ref().is_some_and(|l| l.min_ns > 0));
         assert!(m.last.as_ref().is_some_and(|l| l.streams.len() == 1));
+        drop(m);
+        drop(lab);
+        assert!(vrhost_lab::Lab::namespaces_of(&name).unwrap().is_empty());
+    }
+
+    /// A trial the host disturbed is run again: a real-time thread takes the DUT's core for
+    /// 60 ms during the counted traffic (the kernel's NAPI, pinned there, cannot run, so
+    /// what arrives beyond `p0`'s ring is lost), then the generator's core for 40 ms (it
+    /// falls behind: `under_offered`). The measurer runs the trial again and the search
+    /// sees a later attempt, not the one that lost the frames.
+    #[test]
+    fn a_trial_the_host_disturbed_is_run_again() {
+        if !vrhost_lab::require_root("Measurer on a lab, real-time hogs") {
+            return;
+        }
+        let _alone = crate::cores_alone();
+        let name = format!("tlh{}", std::process::id());
+        let mut lab = kernel_lab(&name);
+        let cores = lab.cores();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut m = LabMeasurer::new(&mut lab, stop);
+        m.template.warmup = Duration::from_millis(100);
+        let (load, secs) = (50e3, 0.5);
+        // The counted traffic starts after the warm-up and a drain, 300 ms in.
+        let hog = |core: usize, from_ms: u64, for_ms: u64| {
+            std::thread::spawn(move || {
+                assert!(core_affinity::set_for_current(core_affinity::CoreId {
+                    id: core
+                }));
+                std::thread::sleep(Duration::from_millis(from_ms));
+                vrhost_io::sched::set_policy(vrhost_io::sched::Policy::Fifo(50)).unwrap();
+                let t0 = std::time::Instant::now();
+                while t0.elapsed() < Duration::from_millis(for_ms) {
+                    std::hint::spin_loop();
+                }
+                vrhost_io::sched::set_policy(vrhost_io::sched::Policy::Ordinary).unwrap();
+            })
+        };
+        let hogs = [hog(cores.dut, 450, 60), hog(cores.generator, 510, 40)];
+        let t = m.trial(load, Duration::from_secs_f64(secs)).unwrap();
+        for h in hogs {
+            h.join().unwrap();
+        }
+        let r = m.last.as_ref().unwrap();
+        eprintln!(
+            "{} attempts; the one counted: sent {}, lost {}, steal {:?}",
+            m.last_attempts, r.sent, r.lost, r.steal
+        );
+        assert!(
+            m.last_attempts >= 2,
+            "the disturbed trial was not run again"
+        );
+        // The hogged attempt lost about 60 ms of frames less a ring (~2,700).
+        assert!(r.lost < 1_000, "the hogged attempt counted: {r:?}");
+        assert_eq!((t.sent, t.received), (r.sent, r.received));
         drop(m);
         drop(lab);
         assert!(vrhost_lab::Lab::namespaces_of(&name).unwrap().is_empty());
