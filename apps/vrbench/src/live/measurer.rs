@@ -177,14 +177,21 @@ mod tests {
             .unwrap()
         };
         // A host stall of a few milliseconds makes the kernel drop what arrives meanwhile
-        // (see the search below); one lossy trial is tried again, two in a row fail.
+        // (see the search below), and the hypervisor can hold the generator back (CI: 370
+        // ms of a 0.5 s trial stolen from its core, 1,293 frames missed): such a trial is
+        // tried again, up to three times in all.
         let mut r = run(&mut lab);
-        if r.lost > 0 {
-            eprintln!("lossy trial, tried again: {r:?}");
+        for _ in 0..2 {
+            if r.lost == 0 && !r.under_offered {
+                break;
+            }
+            eprintln!("lossy or held back, tried again: {r:?}");
             r = run(&mut lab);
         }
-        // The pacer is short of the ideal count by less than one burst (a few frames).
-        assert!((9_990..=10_000).contains(&r.sent), "{r:?}");
+        // The pacer is short of the ideal count by less than one burst (a few frames), what
+        // it was held off from sending counted as missed.
+        assert!((9_990..=10_000).contains(&(r.sent + r.missed)), "{r:?}");
+        assert!(r.sent >= 5_000, "{r:?}");
         assert_eq!((r.received, r.lost), (r.sent, 0), "{r:?}");
         assert_eq!(r.spec.frame_size, Size::Fixed(128));
 
