@@ -678,8 +678,9 @@ mod tests {
     /// is a later attempt, with every frame delivered but what arrived while the host held
     /// the worker off.
     ///
-    /// The hypervisor can disturb every attempt too (locally, at 25 % steal on both cores,
-    /// each of three lost 9 % at 2 Mpps): then the least lossy counts, and the loss
+    /// The hypervisor can disturb every attempt too (locally, while spinning cores lost
+    /// 23–28 % to steal, the least lossy of three attempts lost 8.7 % at 2 Mpps): then
+    /// that one counts, and the loss
     /// excused is the rate times the time the worker was held off, as in the test above.
     /// The hog's 30 ms shows in the worker's run-queue wait, which steal does not touch.
     #[test]

@@ -119,8 +119,9 @@ const QUIET_STEAL_MS: f64 = 30.0;
 /// and `steal` (the hypervisor running another guest on the generator's or the DUT's
 /// core). In CI one such moment held the generator to 61 % of 200 kpps and stalled the lab
 /// with it (10 ms latencies, 5.6 % lost); another held it back by 12 % twice running and
-/// by 2.4 % in a third run, which lost 4.4 % through the kernel; locally a neighbour once
-/// took 200–520 ms of every second from both cores for five runs in a row. So:
+/// by 2.4 % in a third run, which lost 4.4 % through the kernel; locally the hypervisor
+/// once took 310–520 ms of every run from the DUT's core (and up to 490 ms from the
+/// generator's) for eight runs over two test runs, which lost 3–25 % at 200 kpps. So:
 ///
 /// - a run whose generator the host held back by over 10 %, or that lost more than allowed
 ///   while the host took the cores, is run again after a pause, up to [`ATTEMPTS`] runs;

@@ -274,7 +274,8 @@ impl Steal {
 
 /// The share of a busy core's time a quiet host's hypervisor takes here: 20–50 ms a second
 /// while a trial runs (an idle core about 10), and those trials lose nothing. Well beyond
-/// it (200–520 ms a second, seen 2026-12-02) a kernel lab lost up to 9 %.
+/// it (310–520 ms a 1.2 s run from the DUT's core, seen 2026-12-02) a kernel lab at
+/// 200 kpps lost 3–25 %.
 pub(crate) const QUIET_STEAL_SHARE: f64 = 0.03;
 
 /// Whether the host, not the DUT, may have lost a trial's frames: some were lost (`lost`)
