@@ -47,6 +47,8 @@ use vrhost_traffic::{
 };
 use vrhost_wire::EthernetAddress;
 
+use crate::attempts::least_disturbed;
+
 const TESTER_MAC: EthernetAddress = EthernetAddress([0x02, 0x76, 0x72, 0xff, 0, 1]);
 const GW: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 200);
 const GW_MAC: EthernetAddress = EthernetAddress([0x02, 0x76, 0x72, 0xfe, 0, 1]);
@@ -315,16 +317,7 @@ impl InprocDut {
         //   tester's vCPU too: a tester that missed a quarter ring's worth of frames in an
         //   attempt that lost frames counts the same (a CI run on a host at half its speed:
         //   26,010 missed and 15 % lost at 0.5 Mpps, with no run delay).
-        type Attempt = (
-            Disturbance,
-            Trial,
-            Option<SinkSnapshot>,
-            Vec<u64>,
-            Option<Duration>,
-        );
-        let mut best: Option<Attempt> = None;
-        for attempt in 1..=3 {
-            self.last_attempts = attempt;
+        let ((d, t, last, sent, run_queue), attempts) = least_disturbed(3, |attempt| {
             let t = self.run_with_rates_set(load, duration)?;
             let d = Disturbance::of(&t, self.last_held_off, self.last_missed, load);
             if d.host_lost {
@@ -342,17 +335,12 @@ impl InprocDut {
                     }
                 );
             }
-            let quiet = d.is_quiet();
-            if best.as_ref().is_none_or(|(b, ..)| d.less_than(b)) {
-                let (last, sent) = (self.last.take(), std::mem::take(&mut self.last_sent));
-                best = Some((d, t, last, sent, self.last_run_queue));
-            }
-            if quiet {
-                break;
-            }
-        }
+            let (rank, quiet) = (d.rank(), d.is_quiet());
+            let (last, sent) = (self.last.take(), std::mem::take(&mut self.last_sent));
+            Ok::<_, anyhow::Error>(((d, t, last, sent, self.last_run_queue), rank, quiet))
+        })?;
+        self.last_attempts = attempts as usize;
         // What `last`, `per_vr` and `last_held_off` say is the returned attempt's.
-        let (d, t, last, sent, run_queue) = best.expect("at least one attempt");
         (self.last, self.last_sent) = (last, sent);
         (self.last_held_off, self.last_run_queue) = (d.held_off, run_queue);
         Ok(t)
@@ -494,18 +482,15 @@ impl Disturbance {
         self.shortfall <= 0.01 && !self.host_lost
     }
 
-    /// Less disturbed: a tester short by over 1 % first, then frames the host made the DUT
-    /// lose, then the tester's shortfall.
-    fn less_than(&self, o: &Disturbance) -> bool {
-        let key = |d: &Disturbance| {
-            (
-                d.shortfall > 0.01,
-                d.host_lost,
-                if d.host_lost { d.lost } else { 0 },
-                d.shortfall,
-            )
-        };
-        key(self) < key(o)
+    /// Lower is less disturbed: a tester short by over 1 % first, then frames the host
+    /// made the DUT lose, then the tester's shortfall.
+    fn rank(&self) -> (bool, bool, u64, f64) {
+        (
+            self.shortfall > 0.01,
+            self.host_lost,
+            if self.host_lost { self.lost } else { 0 },
+            self.shortfall,
+        )
     }
 }
 

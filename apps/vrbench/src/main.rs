@@ -23,6 +23,7 @@
 //! add the RFC 2544 commands over real ports.
 
 mod app;
+mod attempts;
 mod cores;
 mod dut_inproc;
 mod fair;

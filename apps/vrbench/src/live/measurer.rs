@@ -22,6 +22,7 @@ use vrhost_bench::trial::{Measurer, Trial};
 use super::dut::LiveLab;
 use super::generator::auto_interval;
 use super::trial::{TrialResult, TrialSpec};
+use crate::attempts::least_disturbed;
 
 /// A trial that failed (lab gone, interrupted, generator error), for the searches.
 #[derive(Debug)]
@@ -80,10 +81,7 @@ impl Measurer for LabMeasurer<'_> {
         spec.rate_pps = Some(load);
         spec.duration = duration;
         spec.interval = auto_interval(load);
-        let mut best: Option<TrialResult> = None;
-        let mut attempts = 0;
-        for attempt in 1..=ATTEMPTS {
-            attempts = attempt;
+        let (r, attempts) = least_disturbed(ATTEMPTS, |attempt| {
             let r = self.lab.trial(&spec, &self.stop).map_err(MeasureError)?;
             let disturbed = r.host_disturbed();
             if disturbed {
@@ -108,15 +106,9 @@ impl Measurer for LabMeasurer<'_> {
                     }
                 );
             }
-            let rank = |r: &TrialResult| (r.host_disturbed(), r.lost);
-            if best.as_ref().is_none_or(|b| rank(&r) < rank(b)) {
-                best = Some(r);
-            }
-            if !disturbed {
-                break;
-            }
-        }
-        let r = best.expect("at least one attempt");
+            let rank = (disturbed, r.lost);
+            Ok((r, rank, !disturbed))
+        })?;
         self.last_attempts = attempts;
         let trial = Trial {
             offered_load: load,
