@@ -245,6 +245,37 @@ impl Owned {
         (poll < until).then_some(until)
     }
 
+    /// This VR has nothing queued (and no injected frame it may send) in poll `poll`: let it
+    /// sleep as long as nothing comes for it (see `crate::wake`). Under `pressure` whatever
+    /// comes from now on waits at most a deferral. Without, what comes later starts a
+    /// deferral of its own, and the VR sleeps idle if this worker's demux is the only way
+    /// its packets come (`fed_here_only`, one ring) — not while injected frames wait for a
+    /// previous owner's fences, whose passing wakes nobody.
+    #[inline(always)]
+    fn rest(
+        &mut self,
+        sleep: &mut Sleep,
+        vr: VrId,
+        poll: u64,
+        pressure: bool,
+        fed_here_only: bool,
+    ) {
+        let idle = fed_here_only && self.consumers.len() == 1 && !self.inject_pending;
+        if pressure {
+            self.defer_start = poll;
+            if idle {
+                sleep.rest_deferred(vr, poll + MAX_DEFER);
+            } else {
+                sleep.until(vr, poll + MAX_DEFER);
+            }
+        } else {
+            self.defer_start = NOT_DEFERRED;
+            if idle {
+                sleep.idle_until(vr, poll + IDLE_RECHECK);
+            }
+        }
+    }
+
     /// The fences of this VR's previous owner have all passed (forgetting those that have).
     #[inline(never)]
     fn fences_passed(&mut self) -> bool {
@@ -1496,19 +1527,7 @@ impl Worker {
             let inject = o.may_inject();
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             if backlog == 0 && !inject {
-                if pressure {
-                    // Whatever comes for it from now on waits at most a deferral.
-                    o.defer_start = poll;
-                    self.sleep.until(vr, poll + MAX_DEFER);
-                } else {
-                    // Nothing waits: what comes later starts a deferral of its own.
-                    o.defer_start = NOT_DEFERRED;
-                    // Not while injected frames wait for a previous owner's fences: their
-                    // passing wakes nobody.
-                    if fed_here_only && o.consumers.len() == 1 && !o.inject_pending {
-                        self.sleep.idle_until(vr, poll + IDLE_RECHECK);
-                    }
-                }
+                o.rest(&mut self.sleep, vr, poll, pressure, fed_here_only);
                 continue;
             }
             // Under pressure a VR with a short backlog waits (see `run_vr`), asleep until
@@ -1539,11 +1558,21 @@ impl Worker {
             let n = self.run_vr(vr, now_ns, false, fairness, watchdog);
             spent += n;
             let own = self.vrs[usize::from(vr)]
-                .as_ref()
-                .and_then(|l| l.own.as_ref());
+                .as_mut()
+                .and_then(|l| l.own.as_mut());
             match own {
                 Some(o) if n == VECTOR && !o.quarantined => self.cands[best].0 = o.sched.pass,
-                _ => {
+                Some(o) => {
+                    // Short of a vector: its rings ran dry (and its inject queue, or that
+                    // waits for fences). It rests now as the next poll's scan would find
+                    // it, so the scan need not look at it just to learn that: with many
+                    // VRs under light load, half its looks were these.
+                    if n < VECTOR && !o.quarantined {
+                        o.rest(&mut self.sleep, vr, poll, pressure, fed_here_only);
+                    }
+                    self.cands.swap_remove(best);
+                }
+                None => {
                     self.cands.swap_remove(best);
                 }
             }

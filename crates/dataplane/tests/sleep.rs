@@ -213,6 +213,62 @@ fn without_pressure_an_idle_vr_is_not_looked_at_and_a_lone_packet_leaves_at_once
     s.check();
 }
 
+/// Light load: a VR whose run empties its ring sleeps idle at once, so the next poll's scan
+/// does not look at it just to find it empty. Each lone frame for "hot" costs one look, the
+/// one that runs it (two before: the run, then a look at the empty ring the poll after).
+#[test]
+fn without_pressure_a_vr_that_ran_dry_is_not_looked_at_again_until_a_packet_comes() {
+    let (mut r, mut s) = (rig(), Streams::new());
+    for _ in 0..4 {
+        s.poll_n(&mut r, 0, 16);
+    }
+    let scanned = |r: &Rig| r.dp.worker_stats()[0].vrs_scanned;
+    let before = scanned(&r);
+    let (polls, every) = (64u64, 4u64);
+    for p in 0..polls {
+        let hot = u32::from(p % every == 0);
+        s.poll_n(&mut r, hot, 16);
+        assert_eq!(s.hot_waiting(), 0, "poll {p}: the lone frame waited");
+    }
+    let looked = scanned(&r) - before;
+    let (bg, hot) = (u64::from(BG) * polls, polls / every);
+    assert_eq!(
+        looked,
+        bg + hot,
+        "{looked} looks in {polls} polls: {bg} for the background VRs, {hot} frames for hot"
+    );
+    r.run();
+    s.out.extend(r.recv(1));
+    s.check();
+}
+
+/// Pressure, then light load: "hot", found with nothing queued under pressure, rests for a
+/// deferral under pressure and idle in light polls (`Sleep::rest_deferred`), so the light
+/// polls that follow do not look at it; a lone frame then still leaves in the poll it came.
+#[test]
+fn a_vr_that_rested_under_pressure_is_not_looked_at_in_the_light_polls_after() {
+    let (mut r, mut s) = (rig(), Streams::new());
+    pressure_without_hot(&mut r, &mut s);
+    let scanned = |r: &Rig| r.dp.worker_stats()[0].vrs_scanned;
+    let before = scanned(&r);
+    let polls = 8u64;
+    for _ in 0..polls {
+        s.poll_n(&mut r, 0, 16);
+    }
+    // The background VRs: looked at in every light poll (each gets frames); "hot" never.
+    let looked = scanned(&r) - before;
+    assert_eq!(
+        looked,
+        u64::from(BG) * polls,
+        "{looked} looks in {polls} polls"
+    );
+    s.poll_n(&mut r, 1, 16);
+    assert_eq!(s.hot_waiting(), 0, "the lone frame waited");
+    r.run();
+    s.out.extend(r.recv(1));
+    s.check();
+}
+
 /// On the owner, another worker's demux feeds the VR's ring from its own receive queue; it
 /// wakes the owner's VR through the shared wake bits.
 #[test]
