@@ -253,17 +253,28 @@ pub(crate) struct Steal {
     pub(crate) generator_ms: f64,
     /// Taken from the DUT's core (and `p0`'s NAPI, pinned).
     pub(crate) dut_ms: f64,
+    /// What a quiet host takes from a busy core over the same time ([`QUIET_STEAL_SHARE`]
+    /// of it): steal beyond this on either core means the host was holding the lab's
+    /// cores. In the result so that readers (the live tests among them) judge by the
+    /// same rule as [`host_disturbed`].
+    pub(crate) quiet_ms: f64,
 }
 
 impl Steal {
     /// From readings of the generator's and the DUT's cores, in that order, before and
-    /// after: the steal between, `None` if either core's is unknown.
-    fn between(before: [OffCpu; 2], after: [OffCpu; 2]) -> Option<Steal> {
+    /// after, `window_s` apart: the steal between, `None` if either core's is unknown.
+    fn between(before: [OffCpu; 2], after: [OffCpu; 2], window_s: f64) -> Option<Steal> {
         let ms = |i: usize| Some(after[i].parts_since(&before[i]).steal?.as_secs_f64() * 1e3);
         Some(Steal {
             generator_ms: ms(0)?,
             dut_ms: ms(1)?,
+            quiet_ms: QUIET_STEAL_SHARE * window_s * 1e3,
         })
+    }
+
+    /// Whether the hypervisor took more than a quiet host's share from either core.
+    pub(crate) fn busy(&self) -> bool {
+        self.max_ms() > self.quiet_ms
     }
 
     /// The larger of the two.
@@ -280,15 +291,10 @@ pub(crate) const QUIET_STEAL_SHARE: f64 = 0.03;
 
 /// Whether the host, not the DUT, may have lost a trial's frames: some were lost (`lost`)
 /// while the generator fell behind (`under_offered`) or the hypervisor took one of the
-/// lab's cores for more than [`QUIET_STEAL_SHARE`] of the `window_s` (traffic and drain).
-pub(crate) fn host_disturbed(
-    lost: u64,
-    under_offered: bool,
-    steal: Option<Steal>,
-    window_s: f64,
-) -> bool {
-    lost > 0
-        && (under_offered || steal.is_some_and(|s| s.max_ms() > QUIET_STEAL_SHARE * window_s * 1e3))
+/// lab's cores for more than a quiet host's share of the traffic and drain
+/// ([`Steal::busy`]).
+pub(crate) fn host_disturbed(lost: u64, under_offered: bool, steal: Option<Steal>) -> bool {
+    lost > 0 && (under_offered || steal.is_some_and(|s| s.busy()))
 }
 
 /// Run one trial on `dut`: `offered_pps_total` shared by `weights`, frames of `frame_size`,
@@ -371,9 +377,10 @@ impl LiveLab {
         let cores = self.cores();
         let steal_now = || [OffCpu::now(cores.generator), OffCpu::now(cores.dut)];
         let steal0 = steal_now();
+        let steal_from = std::time::Instant::now();
         let sent = send(spec.duration)?;
         std::thread::sleep(spec.drain);
-        let steal = Steal::between(steal0, steal_now());
+        let steal = Steal::between(steal0, steal_now(), steal_from.elapsed().as_secs_f64());
         interrupted(stop)?;
         let counts = self.sink.read(other0)?;
         let mut all = Latencies::new();
@@ -442,8 +449,7 @@ fn interrupted(stop: &AtomicBool) -> anyhow::Result<()> {
 impl TrialResult {
     /// [`host_disturbed`] for this trial.
     pub(crate) fn host_disturbed(&self) -> bool {
-        let window = self.elapsed_s + self.spec.drain.as_secs_f64();
-        host_disturbed(self.lost, self.under_offered, self.steal, window)
+        host_disturbed(self.lost, self.under_offered, self.steal)
     }
 
     /// A few lines for a terminal.
@@ -565,34 +571,47 @@ mod tests {
 
     #[test]
     fn loss_is_the_hosts_only_with_the_host_seen_busy() {
+        // A 1.2 s window: a quiet host's share is 36 ms.
         let steal = |g, d| {
             Some(Steal {
                 generator_ms: g,
                 dut_ms: d,
+                quiet_ms: 36.0,
             })
         };
-        // A 1.2 s window: a quiet host's share is 36 ms.
-        let w = 1.2;
-        assert!(
-            !host_disturbed(100, false, steal(10.0, 30.0), w),
-            "quiet host"
+        assert_eq!(
+            Steal::between([OffCpu::default(); 2], [OffCpu::default(); 2], 1.2),
+            None,
+            "steal unknown"
         );
-        assert!(!host_disturbed(100, false, None, w), "steal unknown");
+        assert!(!host_disturbed(100, false, steal(10.0, 30.0)), "quiet host");
+        assert!(!host_disturbed(100, false, None), "steal unknown");
         assert!(
-            host_disturbed(100, false, steal(0.0, 40.0), w),
+            host_disturbed(100, false, steal(0.0, 40.0)),
             "the DUT's core"
         );
         assert!(
-            host_disturbed(100, false, steal(40.0, 0.0), w),
+            host_disturbed(100, false, steal(40.0, 0.0)),
             "the generator's"
         );
-        assert!(
-            host_disturbed(1, true, steal(0.0, 0.0), w),
-            "generator behind"
-        );
+        assert!(host_disturbed(1, true, steal(0.0, 0.0)), "generator behind");
         // Nothing lost: nothing to excuse, however busy the host.
-        assert!(!host_disturbed(0, true, steal(500.0, 500.0), w));
-        // The share scales with the window: 100 ms in 10 s is quiet.
-        assert!(!host_disturbed(100, false, steal(100.0, 100.0), 10.0));
+        assert!(!host_disturbed(0, true, steal(500.0, 500.0)));
+        // The share scales with the window: 100 ms of steal in 10 s is quiet, in 1 s not.
+        let at = |ms: u64| OffCpu {
+            steal_ns: Some(ms * 1_000_000),
+            ..OffCpu::default()
+        };
+        let s10 = Steal::between([at(0); 2], [at(0), at(100)], 10.0).unwrap();
+        assert_eq!(
+            (s10.generator_ms, s10.dut_ms, s10.quiet_ms),
+            (0.0, 100.0, 300.0)
+        );
+        assert!(!s10.busy());
+        assert!(
+            Steal::between([at(0); 2], [at(0), at(100)], 1.0)
+                .unwrap()
+                .busy()
+        );
     }
 }
