@@ -145,7 +145,6 @@ fn trial_losing_at_most(tag: &str, args: &[&str], rate_pps: f64, max_loss: f64) 
                 .as_f64()
                 .unwrap_or_else(|| panic!("the result says what the hypervisor took: {r:#}"))
         });
-        let steal_ms = [gen_ms, dut_ms];
         let stolen_s = (gen_ms.max(dut_ms) - quiet_ms).max(0.0) / 1e3;
         let excused = rate_pps * stolen_s;
         let held_back = (sent as f64) < 0.9 * want;
@@ -158,7 +157,7 @@ fn trial_losing_at_most(tag: &str, args: &[&str], rate_pps: f64, max_loss: f64) 
             "{tag}: attempt {attempt} disturbed: the generator sent {sent} of {want} (missed \
              {}), the hypervisor took {} ms from its core and {} ms from the DUT's, {} lost; \
              again",
-            r["missed"], steal_ms[0], steal_ms[1], r["lost"]
+            r["missed"], gen_ms, dut_ms, r["lost"]
         );
         attempt += 1;
         std::thread::sleep(std::time::Duration::from_secs(1));

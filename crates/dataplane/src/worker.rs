@@ -1562,17 +1562,14 @@ impl Worker {
                 .and_then(|l| l.own.as_mut());
             match own {
                 Some(o) if n == VECTOR && !o.quarantined => self.cands[best].0 = o.sched.pass,
-                Some(o) => {
-                    // Short of a vector: its rings ran dry (and its inject queue, or that
-                    // waits for fences). It rests now as the next poll's scan would find
-                    // it, so the scan need not look at it just to learn that: with many
-                    // VRs under light load, half its looks were these.
-                    if n < VECTOR && !o.quarantined {
+                own => {
+                    // Short of a vector (unless quarantined): its rings ran dry (and its
+                    // inject queue, or that waits for fences). It rests now as the next
+                    // poll's scan would find it, so the scan need not look at it just to
+                    // learn that: with many VRs under light load, half its looks were these.
+                    if let Some(o) = own.filter(|o| !o.quarantined) {
                         o.rest(&mut self.sleep, vr, poll, pressure, fed_here_only);
                     }
-                    self.cands.swap_remove(best);
-                }
-                None => {
                     self.cands.swap_remove(best);
                 }
             }
