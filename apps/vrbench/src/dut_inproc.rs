@@ -13,8 +13,8 @@
 //! ring of their own (same thread), so the tester costs ~20 ns per frame and is not what
 //! limits a DUT forwarding ~20 Mpps (`docs/perf.md, "vrbench's tester"`).
 //!
-//! Topology: VR `k` has VIF `in` on port 0 (MAC `02:76:72:00:k:01`, 198.18.0.1/24) and `out`
-//! on port 1 (192.0.2.254/24), a default route and `routes` /24s under 10.0.0.0/8 via the
+//! Topology: VR `k` has VIF `in` on port 0 (MAC `02:76:72:00:hi:lo`, `k`'s two bytes;
+//! 198.18.0.1/24) and `out` on port 1 (192.0.2.254/24), a default route and `routes` /24s under 10.0.0.0/8 via the
 //! neighbour 192.0.2.200 on `out`. Stream `k` goes to VR `k`, its destinations swept over the
 //! VR's /24s (or 198.51.100.0/24, covered by the default route, when it has none), `flows`
 //! destinations per stream.
@@ -48,6 +48,7 @@ use vrhost_traffic::{
 use vrhost_wire::EthernetAddress;
 
 use crate::attempts::least_disturbed;
+use crate::inproc::topo::{in_mac, out_mac};
 
 const TESTER_MAC: EthernetAddress = EthernetAddress([0x02, 0x76, 0x72, 0xff, 0, 1]);
 const GW: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 200);
@@ -56,14 +57,6 @@ const GW_MAC: EthernetAddress = EthernetAddress([0x02, 0x76, 0x72, 0xfe, 0, 1]);
 const RING: usize = 4096;
 /// The out VIF's index in every VR (added second).
 const OUT_VIF: u16 = 1;
-
-fn in_mac(k: usize) -> EthernetAddress {
-    EthernetAddress([0x02, 0x76, 0x72, 0, k as u8, (k >> 8) as u8 | 1])
-}
-
-fn out_mac(k: usize) -> EthernetAddress {
-    EthernetAddress([0x02, 0x76, 0x72, 1, k as u8, (k >> 8) as u8 | 1])
-}
 
 /// What the in-process DUT is built with.
 #[derive(Debug, Clone)]
@@ -581,6 +574,35 @@ mod tests {
             drain: Duration::from_millis(20),
         })
         .unwrap()
+    }
+
+    /// More VRs than a MAC byte can number (before, VR 256's `in` VIF got VR 0's MAC and
+    /// `measure --vrs 1000` failed to build its DUT): each VR's stream comes back through
+    /// that VR, every frame of it, far below capacity (0.3 Mpps over 300 VRs), but for what
+    /// arrived while the host held the worker off, as in the test above.
+    #[test]
+    fn a_dut_of_more_than_256_vrs_forwards_every_vr_s_stream() {
+        if !vrhost_lab::require_root("an in-process DUT trial (SCHED_FIFO)") {
+            return;
+        }
+        let _alone = crate::cores_alone();
+        let vrs = 300;
+        let mut dut = test_dut(vrs);
+        let (load, secs) = (0.3e6, 0.3);
+        let t = dut.run(load, Duration::from_secs_f64(secs)).unwrap();
+        let held = dut.last_held_off.unwrap_or_default().as_secs_f64();
+        let per_vr = dut.per_vr();
+        assert_eq!(per_vr.len(), vrs);
+        for (vr, (sent, received)) in per_vr.into_iter().enumerate() {
+            let excused = (load / vrs as f64 * held).ceil() as u64 + sent / 100;
+            assert!(
+                sent > 0 && received <= sent && received + excused >= sent,
+                "VR {vr}: received {received} of {sent} (held off {held:.4} s)"
+            );
+        }
+        let s = dut.last.as_ref().unwrap();
+        assert_eq!((s.unsigned, s.unknown_stream), (0, 0));
+        assert!(t.received > 0);
     }
 
     /// The issue's "the generator's achieved rate within 1 % of the asked rate on the

@@ -60,11 +60,14 @@ const OUT6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 1);
 const UDP_SRC: u16 = 49152;
 const UDP_DST: u16 = 7;
 
-fn in_mac(vr: usize) -> EthernetAddress {
+/// VR `vr`'s ingress VIF MAC, `02:76:72:00:hi:lo`: distinct for every VR id (16 bits), and
+/// from the egress VIFs' (`out_mac`). The in-process DUT of `measure` uses the same.
+pub(crate) fn in_mac(vr: usize) -> EthernetAddress {
     EthernetAddress([0x02, 0x76, 0x72, 0x00, (vr >> 8) as u8, vr as u8])
 }
 
-fn out_mac(vr: usize) -> EthernetAddress {
+/// VR `vr`'s egress VIF MAC, `02:76:72:01:hi:lo`.
+pub(crate) fn out_mac(vr: usize) -> EthernetAddress {
     EthernetAddress([0x02, 0x76, 0x72, 0x01, (vr >> 8) as u8, vr as u8])
 }
 
