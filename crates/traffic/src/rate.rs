@@ -161,6 +161,10 @@ impl Pacer {
     /// frame in), so they are not lost.
     #[inline]
     pub fn refund(&mut self, n: usize) {
+        // An unlimited pacer keeps no count.
+        if self.per_ns == 0 {
+            return;
+        }
         self.spent -= n as u64;
     }
 
