@@ -5,7 +5,8 @@
 //! read the clock once, ask each stream's pacer how many frames are due, take that many
 //! buffers (from the recycle ring if there is one, else the pool), write each stream's
 //! frames from its templates (see [`frames`](crate::frames)) with consecutive sequence
-//! numbers and the step's time, and hand full vectors of up to 256 to the queue. Nothing
+//! numbers and the step's time, and hand full vectors of up to 256 to the queue — at most
+//! [`STEP_MAX`] frames a step, the streams taking turns to come first. Nothing
 //! per packet allocates, locks or makes a system call; the queue's `tx_burst` is the only
 //! call per vector.
 //!
