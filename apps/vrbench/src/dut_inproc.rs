@@ -14,10 +14,10 @@
 //! limits a DUT forwarding ~20 Mpps (`docs/perf.md, "vrbench's tester"`).
 //!
 //! Topology: VR `k` has VIF `in` on port 0 (MAC `02:76:72:00:hi:lo`, `k`'s two bytes;
-//! 198.18.0.1/24) and `out` on port 1 (192.0.2.254/24), a default route and `routes` /24s under 10.0.0.0/8 via the
-//! neighbour 192.0.2.200 on `out`. Stream `k` goes to VR `k`, its destinations swept over the
-//! VR's /24s (or 198.51.100.0/24, covered by the default route, when it has none), `flows`
-//! destinations per stream.
+//! 198.18.0.1/24) and `out` on port 1 (192.0.2.254/24), a default route and `routes` /24s
+//! under 10.0.0.0/8 via the neighbour 192.0.2.200 on `out`. Stream `k` goes to VR `k`, its
+//! destinations swept over the VR's /24s (or 198.51.100.0/24, covered by the default route,
+//! when it has none), `flows` destinations per stream.
 //!
 //! A trial: the worker is started (it is parked between trials so the tester's core is idle
 //! then), generator and sink are reset, the generator sends for the trial's duration while

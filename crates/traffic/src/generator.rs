@@ -367,7 +367,7 @@ impl<Q: TxQueue + ?Sized> Generator<Q> {
         let mut sent = 0;
         let mut budget = STEP_MAX;
         let n = self.streams.len();
-        let first = self.next.min(n - 1);
+        let first = self.next;
         for si in (first..n).chain(0..first) {
             let mut due = self.streams[si].pacer.grant(now);
             if due >= budget {
