@@ -232,6 +232,9 @@ pub(crate) struct Shared {
     pub(crate) inject_bell: Box<[CachePadded<AtomicU64>]>,
     /// Per worker: the VRs it runs that packets were queued for (see [`crate::wake`]).
     pub(crate) wake: Box<[crate::wake::WakeBits]>,
+    /// Per worker: the VRs it runs that other workers' demux queued packets for in a burst,
+    /// whatever the count; they end the VRs' idle sleeps (see [`crate::wake`]).
+    pub(crate) arrive: Box<[crate::wake::WakeBits]>,
     /// The fast path in front of the data plane, if any (see [`crate::fastpath`]).
     pub(crate) fast: std::sync::OnceLock<Arc<dyn FastPath>>,
     /// VRs created so far: each new VR's fast generations start above every earlier one's.
@@ -382,6 +385,7 @@ impl Dataplane {
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             wake: (0..config.workers).map(|_| Default::default()).collect(),
+            arrive: (0..config.workers).map(|_| Default::default()).collect(),
             scheduler: AtomicU8::new(0),
             watchdog_budget: AtomicU64::new(0),
             watchdog_strikes: AtomicU32::new(3),

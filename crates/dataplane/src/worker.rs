@@ -69,7 +69,7 @@ use crate::sched::{Fairness, PathTime, Scheduler, VrSched, Watchdog, before};
 use crate::tx::TxStage;
 use crate::vector::{PktVec, VECTOR};
 use crate::vr::{FlowCacheKey, Vr, VrConfig, VrId};
-use crate::wake::Sleep;
+use crate::wake::{Arrivals, Sleep};
 
 /// How long a worker keeps polling after its last packet before it starts to sleep.
 pub(crate) const SPIN_FOR: Duration = Duration::from_micros(200);
@@ -82,8 +82,8 @@ pub(crate) const COALESCE_BELOW: usize = VECTOR / 2;
 const COALESCE: usize = VECTOR / 4;
 /// …or once it has been passed over this many polls.
 const MAX_DEFER: u64 = 32;
-/// How long an idle VR sleeps without pressure unless its demux wakes it (see
-/// `crate::wake`): only a safety net, as no wake of such a VR can be lost. At a deferral
+/// How long an idle VR sleeps without pressure unless demux wakes it (see `crate::wake`):
+/// a safety net, as only an arrival announced during a move can be lost. At a deferral
 /// (32 polls) the net alone looked at 31 of 1,000 idle VRs in every light poll, a cold ring
 /// each: 42 % of `poll`'s samples at 100 kpps (perf.md, session 36).
 const IDLE_RECHECK: u64 = 8 * MAX_DEFER;
@@ -248,19 +248,14 @@ impl Owned {
     /// This VR has nothing queued (and no injected frame it may send) in poll `poll`: let it
     /// sleep as long as nothing comes for it (see `crate::wake`). Under `pressure` whatever
     /// comes from now on waits at most a deferral. Without, what comes later starts a
-    /// deferral of its own, and the VR sleeps idle if this worker's demux is the only way
-    /// its packets come (`fed_here_only`, one ring) — not while injected frames wait for a
+    /// deferral of its own, and the VR sleeps idle if whatever comes for it is announced:
+    /// on the owner (`on_owner`) by each worker's demux; where received, when its one ring
+    /// is the one this worker's demux feeds (a ring handed over with the owner's duties is
+    /// fed by a worker that announces to itself). Not while injected frames wait for a
     /// previous owner's fences, whose passing wakes nobody.
     #[inline(always)]
-    fn rest(
-        &mut self,
-        sleep: &mut Sleep,
-        vr: VrId,
-        poll: u64,
-        pressure: bool,
-        fed_here_only: bool,
-    ) {
-        let idle = fed_here_only && self.consumers.len() == 1 && !self.inject_pending;
+    fn rest(&mut self, sleep: &mut Sleep, vr: VrId, poll: u64, pressure: bool, on_owner: bool) {
+        let idle = (on_owner || self.consumers.len() == 1) && !self.inject_pending;
         if pressure {
             self.defer_start = poll;
             if idle {
@@ -364,22 +359,25 @@ impl CountersRef {
 struct Touched {
     ids: Box<[VrId; TOUCHED_SLOTS]>,
     len: usize,
+    /// Those of them other workers run, to be announced to their runners when the burst is
+    /// settled (see [`crate::wake`]).
+    arrivals: Arrivals,
 }
 
 /// Every VR id, and a spare slot.
 const TOUCHED_SLOTS: usize = VrId::MAX as usize + 2;
 
-impl Default for Touched {
-    fn default() -> Self {
+impl Touched {
+    /// For worker `me`.
+    fn new(me: usize) -> Self {
         let ids = vec![0; TOUCHED_SLOTS].into_boxed_slice();
         Touched {
             ids: ids.try_into().expect("the length is TOUCHED_SLOTS"),
             len: 0,
+            arrivals: Arrivals::new(me),
         }
     }
-}
 
-impl Touched {
     /// Note that the burst reached `vr`; `first` says this is its first packet of it.
     #[inline(always)]
     fn note(&mut self, vr: VrId, first: bool) {
@@ -596,7 +594,7 @@ impl Worker {
             cands: Vec::new(),
             vtime: 0,
             sleep: Sleep::default(),
-            touched: Touched::default(),
+            touched: Touched::new(id),
             retiring: Vec::new(),
             now_ns: 0,
             held_back: false,
@@ -1403,13 +1401,16 @@ impl Worker {
                     sh.wake[l.wake_to as usize].set(vr);
                 }
                 // Only a VR this worker runs can be in an idle sleep here (one left
-                // by a VR that moved away is cleared when it comes back).
+                // by a VR that moved away is cleared when it comes back). Another
+                // worker's VR: its runner ends the sleep when it takes the arrival.
                 sleep.wake_idle(vr);
+                touched.arrivals.note(usize::from(l.wake_to), vr);
                 track.top = track.top.max(l.burst);
                 l.burst = 0;
                 l.in_burst = false;
             }
         }
+        touched.arrivals.post(&sh.arrive);
         dropped
     }
 
@@ -1498,14 +1499,20 @@ impl Worker {
     fn schedule(&mut self, now_ns: u64, pressure: bool, budget: usize) -> usize {
         let (fairness, watchdog) = (self.sh.fairness(), self.sh.watchdog());
         let poll = self.sleep.now();
-        // Every packet of an owned VR comes through this worker's demux: an idle VR may
-        // sleep without pressure too, and demux wakes it (`Sleep::wake_idle`).
-        let fed_here_only = self.local || self.sh.workers == 1;
+        // On the owner, every packet queued for an owned VR is announced: by this worker's
+        // demux (`Sleep::wake_idle`) or, from another worker's, by an arrival bit. Where
+        // received, only the ring this worker's demux feeds is (see `Owned::rest`).
+        let on_owner = !self.local;
         let mut scanned = 0u64;
         self.cands.clear();
-        if pressure && let Some(&last) = self.owned.last() {
+        if let Some(&last) = self.owned.last() {
             let sleep = &mut self.sleep;
-            self.sh.wake[self.id].take(last, |vr| sleep.wake(vr));
+            if on_owner && self.sh.workers > 1 {
+                self.sh.arrive[self.id].take(last, |vr| sleep.wake_idle(vr));
+            }
+            if pressure {
+                self.sh.wake[self.id].take(last, |vr| sleep.wake(vr));
+            }
         }
         for i in 0..self.owned.len() {
             let vr = self.owned[i];
@@ -1527,7 +1534,7 @@ impl Worker {
             let inject = o.may_inject();
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             if backlog == 0 && !inject {
-                o.rest(&mut self.sleep, vr, poll, pressure, fed_here_only);
+                o.rest(&mut self.sleep, vr, poll, pressure, on_owner);
                 continue;
             }
             // Under pressure a VR with a short backlog waits (see `run_vr`), asleep until
@@ -1568,7 +1575,7 @@ impl Worker {
                     // poll's scan would find it, so the scan need not look at it just to
                     // learn that: with many VRs under light load, half its looks were these.
                     if let Some(o) = own.filter(|o| !o.quarantined) {
-                        o.rest(&mut self.sleep, vr, poll, pressure, fed_here_only);
+                        o.rest(&mut self.sleep, vr, poll, pressure, on_owner);
                     }
                     self.cands.swap_remove(best);
                 }
@@ -1750,7 +1757,7 @@ mod tests {
 
     #[test]
     fn touched_lists_each_vr_once_in_the_order_reached() {
-        let mut t = Touched::default();
+        let mut t = Touched::new(0);
         assert_eq!(note_all(&mut t, [7, 7, 3, 7, 0, 3, 9, 0]), vec![7, 3, 0, 9]);
         // Emptied by popping, ready for the next burst.
         assert_eq!(t.pop(), None);
@@ -1759,7 +1766,7 @@ mod tests {
 
     #[test]
     fn touched_holds_every_vr_id_and_writes_past_the_last_stay_inside() {
-        let mut t = Touched::default();
+        let mut t = Touched::new(0);
         let every = (0..=VrId::MAX).rev();
         let repeats = [VrId::MAX, 0, 12345];
         let got = note_all(&mut t, every.clone().chain(repeats));

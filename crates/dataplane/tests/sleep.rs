@@ -316,3 +316,69 @@ fn another_worker_wakes_the_owners_sleeping_vr() {
     assert_eq!(hot.drop(Drop::VrIngressFull), 0);
     s.check();
 }
+
+/// Light load on the owner, fed by another worker's demux: the VRs found with nothing
+/// queued sleep idle there too (the feeding worker announces each burst's VRs through the
+/// owner's arrival bits), so the owner's scan looks only at the VRs that got frames, and a
+/// lone frame for an idle VR still leaves in the owner's next poll.
+#[test]
+fn on_the_owner_a_vr_fed_by_another_worker_sleeps_idle_and_a_lone_packet_wakes_it() {
+    let Multi {
+        pool,
+        dp,
+        mut workers,
+        mut peers,
+    } = Multi::new(2, &["in", "out"], 32768, 16384, RunVrs::OnOwner);
+    add_vrs(&dp);
+    for i in 1..=BG {
+        dp.move_vr(&format!("bg{i}"), 0).unwrap();
+    }
+    dp.move_vr("hot", 0).unwrap();
+    for _ in 0..4 {
+        for w in &mut workers {
+            w.poll();
+        }
+    }
+    assert_eq!(dp.worker_stats()[0].vrs, usize::from(BG) + 1);
+    let (mut ingress, mut egress) = (peers.remove(0), peers.remove(0));
+    let mut s = Streams::new();
+    // Every frame comes in on worker 1's queue; worker 0 forwards them.
+    let mut round = |s: &mut Streams, workers: &mut [vrhost_dataplane::Worker], hot: u32| {
+        for k in 0..16 {
+            let f = if k < hot {
+                s.hot_frame()
+            } else {
+                s.bg_frame(k)
+            };
+            assert!(ingress.send(&pool, 1, &f));
+        }
+        workers[1].poll();
+        workers[0].poll();
+        s.out.extend(egress.recv_all(&pool));
+    };
+    for _ in 0..4 {
+        round(&mut s, &mut workers, 0);
+    }
+    let scanned = |dp: &Dataplane| dp.worker_stats()[0].vrs_scanned;
+    let before = scanned(&dp);
+    let polls = 32u64;
+    for _ in 0..polls {
+        round(&mut s, &mut workers, 0);
+    }
+    // The background VRs get frames in every round; "hot" is looked at once at most. Were
+    // the owner to look at every VR another worker feeds in every light poll, as it did,
+    // that would be 8 a poll.
+    let looked = scanned(&dp) - before;
+    let bg = u64::from(BG) * polls;
+    assert!(
+        (bg..=bg + 1).contains(&looked),
+        "{looked} looks in {polls} polls, {bg} of them for the background VRs"
+    );
+    for p in 0..8 {
+        round(&mut s, &mut workers, u32::from(p % 2 == 0));
+        assert_eq!(s.hot_waiting(), 0, "round {p}: the lone frame waited");
+    }
+    while workers.iter_mut().map(|w| w.poll()).sum::<usize>() > 0 {}
+    s.out.extend(egress.recv_all(&pool));
+    s.check();
+}
