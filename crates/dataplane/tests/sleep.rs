@@ -12,6 +12,7 @@ mod common;
 
 use common::*;
 use vrhost_dataplane::counters::Drop;
+use vrhost_dataplane::port::mem::MemPeer;
 use vrhost_dataplane::{Dataplane, RunVrs, VrConfig};
 
 /// VRs that take the background traffic.
@@ -269,50 +270,52 @@ fn a_vr_that_rested_under_pressure_is_not_looked_at_in_the_light_polls_after() {
     s.check();
 }
 
+/// Two workers on the owner, "in" and "out" with a receive queue each, and every VR run
+/// by worker 0; with the peers of "in" and "out".
+fn on_worker_0() -> (Multi, MemPeer, MemPeer) {
+    let mut m = Multi::new(2, &["in", "out"], 32768, 16384, RunVrs::OnOwner);
+    add_vrs(&m.dp);
+    for i in 1..=BG {
+        m.dp.move_vr(&format!("bg{i}"), 0).unwrap();
+    }
+    m.dp.move_vr("hot", 0).unwrap();
+    for _ in 0..4 {
+        for w in &mut m.workers {
+            w.poll();
+        }
+    }
+    assert_eq!(m.dp.worker_stats()[0].vrs, usize::from(BG) + 1);
+    let (ingress, egress) = (m.peers.remove(0), m.peers.remove(0));
+    (m, ingress, egress)
+}
+
 /// On the owner, another worker's demux feeds the VR's ring from its own receive queue; it
 /// wakes the owner's VR through the shared wake bits.
 #[test]
 fn another_worker_wakes_the_owners_sleeping_vr() {
-    let Multi {
-        pool,
-        dp,
-        mut workers,
-        mut peers,
-    } = Multi::new(2, &["in", "out"], 32768, 16384, RunVrs::OnOwner);
-    add_vrs(&dp);
-    for i in 1..=BG {
-        dp.move_vr(&format!("bg{i}"), 0).unwrap();
-    }
-    dp.move_vr("hot", 0).unwrap();
-    for _ in 0..4 {
-        for w in &mut workers {
-            w.poll();
-        }
-    }
-    assert_eq!(dp.worker_stats()[0].vrs, usize::from(BG) + 1);
-    let (mut ingress, mut egress) = (peers.remove(0), peers.remove(0));
+    let (mut m, mut ingress, mut egress) = on_worker_0();
     let mut s = Streams::new();
     // Worker 0 under pressure from queue 0 (background only); from poll 8 on, worker 1
     // receives 128 frames a poll for "hot" on queue 1.
     for p in 0..32 {
         for k in 0..BURST {
-            assert!(ingress.send(&pool, 0, &s.bg_frame(k)));
+            assert!(ingress.send(&m.pool, 0, &s.bg_frame(k)));
         }
         for _ in 0..if p >= 8 { BURST / 2 } else { 0 } {
-            assert!(ingress.send(&pool, 1, &s.hot_frame()));
+            assert!(ingress.send(&m.pool, 1, &s.hot_frame()));
         }
-        workers[1].poll();
-        workers[0].poll();
-        s.out.extend(egress.recv_all(&pool));
+        m.workers[1].poll();
+        m.workers[0].poll();
+        s.out.extend(egress.recv_all(&m.pool));
         assert!(
             s.hot_waiting() <= 2 * BURST,
             "poll {p}: {} of hot's frames waiting",
             s.hot_waiting()
         );
     }
-    while workers.iter_mut().map(|w| w.poll()).sum::<usize>() > 0 {}
-    s.out.extend(egress.recv_all(&pool));
-    let hot = dp.vr("hot").unwrap().stats();
+    while m.workers.iter_mut().map(|w| w.poll()).sum::<usize>() > 0 {}
+    s.out.extend(egress.recv_all(&m.pool));
+    let hot = m.dp.vr("hot").unwrap().stats();
     assert_eq!(hot.drop(Drop::VrIngressFull), 0);
     s.check();
 }
@@ -323,24 +326,7 @@ fn another_worker_wakes_the_owners_sleeping_vr() {
 /// lone frame for an idle VR still leaves in the owner's next poll.
 #[test]
 fn on_the_owner_a_vr_fed_by_another_worker_sleeps_idle_and_a_lone_packet_wakes_it() {
-    let Multi {
-        pool,
-        dp,
-        mut workers,
-        mut peers,
-    } = Multi::new(2, &["in", "out"], 32768, 16384, RunVrs::OnOwner);
-    add_vrs(&dp);
-    for i in 1..=BG {
-        dp.move_vr(&format!("bg{i}"), 0).unwrap();
-    }
-    dp.move_vr("hot", 0).unwrap();
-    for _ in 0..4 {
-        for w in &mut workers {
-            w.poll();
-        }
-    }
-    assert_eq!(dp.worker_stats()[0].vrs, usize::from(BG) + 1);
-    let (mut ingress, mut egress) = (peers.remove(0), peers.remove(0));
+    let (mut m, mut ingress, mut egress) = on_worker_0();
     let mut s = Streams::new();
     // Every frame comes in on worker 1's queue; worker 0 forwards them.
     let mut round = |s: &mut Streams, workers: &mut [vrhost_dataplane::Worker], hot: u32| {
@@ -350,35 +336,35 @@ fn on_the_owner_a_vr_fed_by_another_worker_sleeps_idle_and_a_lone_packet_wakes_i
             } else {
                 s.bg_frame(k)
             };
-            assert!(ingress.send(&pool, 1, &f));
+            assert!(ingress.send(&m.pool, 1, &f));
         }
         workers[1].poll();
         workers[0].poll();
-        s.out.extend(egress.recv_all(&pool));
+        s.out.extend(egress.recv_all(&m.pool));
     };
     for _ in 0..4 {
-        round(&mut s, &mut workers, 0);
+        round(&mut s, &mut m.workers, 0);
     }
-    let scanned = |dp: &Dataplane| dp.worker_stats()[0].vrs_scanned;
-    let before = scanned(&dp);
+    let scanned = |m: &Multi| m.dp.worker_stats()[0].vrs_scanned;
+    let before = scanned(&m);
     let polls = 32u64;
     for _ in 0..polls {
-        round(&mut s, &mut workers, 0);
+        round(&mut s, &mut m.workers, 0);
     }
     // The background VRs get frames in every round; "hot" is looked at once at most. Were
     // the owner to look at every VR another worker feeds in every light poll, as it did,
     // that would be 8 a poll.
-    let looked = scanned(&dp) - before;
+    let looked = scanned(&m) - before;
     let bg = u64::from(BG) * polls;
     assert!(
         (bg..=bg + 1).contains(&looked),
         "{looked} looks in {polls} polls, {bg} of them for the background VRs"
     );
     for p in 0..8 {
-        round(&mut s, &mut workers, u32::from(p % 2 == 0));
+        round(&mut s, &mut m.workers, u32::from(p % 2 == 0));
         assert_eq!(s.hot_waiting(), 0, "round {p}: the lone frame waited");
     }
-    while workers.iter_mut().map(|w| w.poll()).sum::<usize>() > 0 {}
-    s.out.extend(egress.recv_all(&pool));
+    while m.workers.iter_mut().map(|w| w.poll()).sum::<usize>() > 0 {}
+    s.out.extend(egress.recv_all(&m.pool));
     s.check();
 }
