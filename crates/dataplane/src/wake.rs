@@ -34,13 +34,13 @@
 //! them during the burst and sets them in the runner's arrival bits (`Shared::arrive`) with
 //! one atomic per word of 64 VR ids, after the packets were published. The runner takes
 //! its arrival bits at the start of each scan and ends those VRs' idle sleeps, as its own
-//! demux does. Why: before, the owner looked at every VR other workers feed in every light
-//! poll. With two workers and 1,000 VRs at 20,000 packets a second per worker each looked
-//! at 500 VRs a poll; 2 with the arrival bits, and it polled 18 times as often (perf.md,
-//! session 40). An arrival announced to a VR's previous runner by a worker that has not yet
-//! seen the VR move is lost: the VR's next packets from a worker that has, or its idle
-//! sleep's deadline, wake it. It takes three workers (with two, the feeder is the previous
-//! owner, which sees the move before it receives again).
+//! demux does. Why: before, with two workers or more on the owner, every owned VR was
+//! looked at in every light poll. With two workers and 1,000 VRs at 20,000 packets a second
+//! per worker, each looked at 500 VRs a poll; 2 with the arrival bits, and it polled 18
+//! times as often (perf.md, session 40). An arrival announced to a VR's previous runner by
+//! a worker that has not yet seen the VR move is lost: the VR's next packets from a worker
+//! that has, or its idle sleep's deadline, wake it. It takes three workers (with two, the
+//! feeder is the previous owner, which sees the move before it receives again).
 //!
 //! A VR is put to rest the same way when its own run empties its ring, not only when the
 //! next poll's scan finds it empty: that look cost a cold line of the ring per VR run. And a

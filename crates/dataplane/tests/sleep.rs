@@ -352,8 +352,8 @@ fn on_the_owner_a_vr_fed_by_another_worker_sleeps_idle_and_a_lone_packet_wakes_i
         round(&mut s, &mut m.workers, 0);
     }
     // The background VRs get frames in every round; "hot" is looked at once at most. Were
-    // the owner to look at every VR another worker feeds in every light poll, as it did,
-    // that would be 8 a poll.
+    // the owner to look at every VR it runs in every light poll, as it did with two
+    // workers, that would be 8 a poll.
     let looked = scanned(&m) - before;
     let bg = u64::from(BG) * polls;
     assert!(
