@@ -79,6 +79,7 @@ pub struct Producer {
     published: u32,
 }
 
+#[cfg(target_pointer_width = "64")]
 const _: () = assert!(core::mem::size_of::<Producer>() == 40);
 
 /// The receiving end.
