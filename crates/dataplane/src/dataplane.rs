@@ -158,6 +158,8 @@ pub(crate) struct WorkerCounters {
     pub(crate) rx_held: Counter,
     /// Owned VRs the stride scheduler's scan looked at (their state, not just their sleep).
     pub(crate) vrs_scanned: Counter,
+    /// The worker's deferral now, in polls (`crate::deferral`): a gauge.
+    pub(crate) deferral: AtomicU64,
     /// Packets received and packets run through VR vectors.
     pub(crate) rx_packets: Counter,
     pub(crate) fwd_packets: Counter,
@@ -179,6 +181,7 @@ impl Default for WorkerCounters {
             busy_cycles: Counter::default(),
             rx_held: Counter::default(),
             vrs_scanned: Counter::default(),
+            deferral: AtomicU64::new(crate::deferral::BASE),
             rx_packets: Counter::default(),
             fwd_packets: Counter::default(),
             full_rx_cycles: Counter::default(),
@@ -302,6 +305,10 @@ pub struct WorkerStats {
     /// and fed only by this worker) are skipped, so with many idle VRs this grows with the
     /// traffic, not with the VR count (`crate::wake`).
     pub vrs_scanned: u64,
+    /// How many polls a VR with a short backlog may be passed over under pressure, now: 32,
+    /// more while most of the worker's packets run in small vectors (traffic spread over
+    /// many VRs), which trades their latency for fewer, fuller runs.
+    pub deferral_polls: u64,
     /// Packets received.
     pub rx_packets: u64,
     /// Packets run through its VRs' vectors.
@@ -1051,6 +1058,7 @@ impl Dataplane {
                 busy_cycles: w.busy_cycles.get(),
                 rx_held: w.rx_held.get(),
                 vrs_scanned: w.vrs_scanned.get(),
+                deferral_polls: w.deferral.load(Ordering::Relaxed),
                 rx_packets: w.rx_packets.get(),
                 fwd_packets: w.fwd_packets.get(),
                 full_rx_cost: w.full_rx_cycles.get() as f64 / w.full_rx_packets.get().max(1) as f64,

@@ -20,6 +20,7 @@
 
 pub mod counters;
 mod dataplane;
+mod deferral;
 mod demux;
 mod error;
 pub mod fastpath;

@@ -2,7 +2,8 @@
 //! every VR it owns in every poll.
 //!
 //! Under pressure (a receive queue gave a full burst) a VR runs once `COALESCE` packets wait
-//! for it or once it has been passed over for `MAX_DEFER` polls (see `worker.rs`): with
+//! for it or once it has been passed over for the worker's deferral (`crate::deferral`,
+//! 32 polls or more; see `worker.rs`): with
 //! traffic spread over many VRs each gets a few packets per poll and runs every few dozen
 //! polls. The scheduler used to find that out by asking every owned VR in every poll —
 //! its flags, its inject queue, its rings' levels: a few cache lines per VR per poll. That

@@ -57,6 +57,7 @@ use arrayvec::ArrayVec;
 
 use crate::counters::{Drop, Node, VrCounters};
 use crate::dataplane::{RunVrs, Shared, Snapshot, VrSnap};
+use crate::deferral::Deferral;
 use crate::demux::{Copies, Verdict, VifRef, mac_key, parse_l2_packed, unpack};
 use crate::flow::Tuple6;
 use crate::node::adjcache::AdjCache;
@@ -78,15 +79,14 @@ pub(crate) const SPIN_FOR: Duration = Duration::from_micros(200);
 /// a poll that received fewer packets than this is light: the worker naps before the next.
 pub(crate) const COALESCE_BELOW: usize = VECTOR / 2;
 
-/// Under pressure, run a VR once this many packets wait for it…
-const COALESCE: usize = VECTOR / 4;
-/// …or once it has been passed over this many polls.
-const MAX_DEFER: u64 = 32;
+/// Under pressure, run a VR once this many packets wait for it, or once it has been passed
+/// over for the worker's deferral (`crate::deferral`).
+pub(crate) const COALESCE: usize = VECTOR / 4;
 /// How long an idle VR sleeps without pressure unless demux wakes it (see `crate::wake`):
 /// a safety net, as only an arrival announced during a move can be lost. At a deferral
 /// (32 polls) the net alone looked at 31 of 1,000 idle VRs in every light poll, a cold ring
 /// each: 42 % of `poll`'s samples at 100 kpps (perf.md, session 36).
-const IDLE_RECHECK: u64 = 8 * MAX_DEFER;
+const IDLE_RECHECK: u64 = 8 * crate::deferral::BASE;
 /// `Owned::defer_start` of a VR that is not being passed over.
 const NOT_DEFERRED: u64 = u64::MAX;
 /// A VR that took at least this many packets of a receive burst steers that queue's
@@ -234,35 +234,43 @@ impl Owned {
         self.fences_passed()
     }
 
-    /// Pass this VR over in poll `poll` to let its backlog grow: its deferral starts now
-    /// unless one is running. Returns the poll at which the deferral runs out, or `None` if
-    /// it has (the VR runs now).
+    /// Pass this VR over in poll `poll` to let its backlog grow: its deferral (of `polls`)
+    /// starts now unless one is running. Returns the poll at which the deferral runs out, or
+    /// `None` if it has (the VR runs now).
     #[inline(always)]
-    fn defer(&mut self, poll: u64) -> Option<u64> {
+    fn defer(&mut self, poll: u64, polls: u64) -> Option<u64> {
         if self.defer_start == NOT_DEFERRED {
             self.defer_start = poll;
         }
-        let until = self.defer_start + MAX_DEFER;
+        let until = self.defer_start + polls;
         (poll < until).then_some(until)
     }
 
     /// This VR has nothing queued (and no injected frame it may send) in poll `poll`: let it
-    /// sleep as long as nothing comes for it (see `crate::wake`). Under `pressure` whatever
-    /// comes from now on waits at most a deferral. Without, what comes later starts a
-    /// deferral of its own, and the VR sleeps idle if whatever comes for it is announced:
+    /// sleep as long as nothing comes for it (see `crate::wake`). Under pressure (`pressure`
+    /// holds the worker's deferral, in polls) whatever comes from now on waits at most a
+    /// deferral. Without, what comes later starts a deferral of its own, and the VR sleeps
+    /// idle if whatever comes for it is announced:
     /// on the owner (`on_owner`) by each worker's demux; where received, when its one ring
     /// is the one this worker's demux feeds (a ring handed over with the owner's duties is
     /// fed by a worker that announces to itself). Not while injected frames wait for a
     /// previous owner's fences, whose passing wakes nobody.
     #[inline(always)]
-    fn rest(&mut self, sleep: &mut Sleep, vr: VrId, poll: u64, pressure: bool, on_owner: bool) {
+    fn rest(
+        &mut self,
+        sleep: &mut Sleep,
+        vr: VrId,
+        poll: u64,
+        pressure: Option<u64>,
+        on_owner: bool,
+    ) {
         let idle = (on_owner || self.consumers.len() == 1) && !self.inject_pending;
-        if pressure {
+        if let Some(defer) = pressure {
             self.defer_start = poll;
             if idle {
-                sleep.rest_deferred(vr, poll + MAX_DEFER);
+                sleep.rest_deferred(vr, poll + defer);
             } else {
-                sleep.until(vr, poll + MAX_DEFER);
+                sleep.until(vr, poll + defer);
             }
         } else {
             self.defer_start = NOT_DEFERRED;
@@ -575,6 +583,8 @@ pub struct Worker {
     vtime: u64,
     /// Which owned VRs the scheduler need not look at under pressure (see [`crate::wake`]).
     sleep: Sleep,
+    /// How long a short backlog waits under pressure (`crate::deferral`).
+    deferral: Deferral,
     touched: Touched,
     retiring: Vec<Consumer>,
     now_ns: u64,
@@ -627,6 +637,7 @@ impl Worker {
             cands: Vec::new(),
             vtime: 0,
             sleep: Sleep::default(),
+            deferral: Deferral::new(),
             touched: Touched::new(id),
             retiring: Vec::new(),
             now_ns: 0,
@@ -816,6 +827,9 @@ impl Worker {
                     }
                     for round in 0..rounds {
                         let n = self.run_vr(vr, now_ns, pressure && round == 0, fairness, watchdog);
+                        if pressure {
+                            self.deferral.ran(n);
+                        }
                         work += n;
                         if n < VECTOR {
                             break;
@@ -826,7 +840,12 @@ impl Worker {
         }
         // One push per transmit queue per poll, however many vectors went out.
         self.tx.kick(&self.sh.pool);
+        let pool = &self.sh.pool;
+        let defer = self.deferral.tick(self.sleep.now(), now_ns, || {
+            (pool.available(), pool.capacity())
+        });
         let wc = &self.sh.worker_counters[self.id];
+        wc.deferral.store(defer, Ordering::Relaxed);
         wc.polls.add(1);
         if work == 0 {
             wc.idle_polls.add(1);
@@ -1526,8 +1545,8 @@ impl Worker {
     /// Spend up to `budget` packets of forwarding on the owned VRs, by stride pass.
     ///
     /// Under `pressure` a VR with fewer than [`COALESCE`] packets waiting is passed over
-    /// until its deferral ([`MAX_DEFER`] polls) runs out, and one with none is left for as
-    /// long: both sleep ([`crate::wake`]), so that the scan reads only VRs that may run, and
+    /// until its deferral (the worker's, `crate::deferral`) runs out, and one with none is
+    /// left for as long: both sleep ([`crate::wake`]), so that the scan reads only VRs that may run, and
     /// demux wakes them sooner when their packets come. Without pressure a VR with none
     /// sleeps idle if only this worker's demux feeds it, which wakes it with its first packet.
     fn schedule(&mut self, now_ns: u64, pressure: bool, budget: usize) -> usize {
@@ -1537,6 +1556,7 @@ impl Worker {
         // demux (`Sleep::wake_idle`) or, from another worker's, by an arrival bit. Where
         // received, only the ring this worker's demux feeds is (see `Owned::rest`).
         let on_owner = !self.local;
+        let defer = pressure.then(|| self.deferral.polls());
         let mut scanned = 0u64;
         self.cands.clear();
         if let Some(&last) = self.owned.last() {
@@ -1568,15 +1588,15 @@ impl Worker {
             let inject = o.may_inject();
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             if backlog == 0 && !inject {
-                o.rest(&mut self.sleep, vr, poll, pressure, on_owner);
+                o.rest(&mut self.sleep, vr, poll, defer, on_owner);
                 continue;
             }
             // Under pressure a VR with a short backlog waits (see `run_vr`), asleep until
             // its deferral runs out or demux has queued enough for it.
-            if pressure
+            if let Some(polls) = defer
                 && !inject
                 && backlog < COALESCE
-                && let Some(until) = o.defer(poll)
+                && let Some(until) = o.defer(poll, polls)
             {
                 self.sleep.until(vr, until);
                 continue;
@@ -1597,6 +1617,9 @@ impl Worker {
             self.vtime = best_pass;
             let vr = self.cands[best].1;
             let n = self.run_vr(vr, now_ns, false, fairness, watchdog);
+            if pressure {
+                self.deferral.ran(n);
+            }
             spent += n;
             let own = self.vrs[usize::from(vr)]
                 .as_mut()
@@ -1609,7 +1632,7 @@ impl Worker {
                     // poll's scan would find it, so the scan need not look at it just to
                     // learn that: with many VRs under light load, half its looks were these.
                     if let Some(o) = own.filter(|o| !o.quarantined) {
-                        o.rest(&mut self.sleep, vr, poll, pressure, on_owner);
+                        o.rest(&mut self.sleep, vr, poll, defer, on_owner);
                     }
                     self.cands.swap_remove(best);
                 }
@@ -1623,7 +1646,7 @@ impl Worker {
     ///
     /// `coalesce` (the round-robin baseline only; the stride scheduler decides before it
     /// calls): under pressure (a receive queue gave a full burst this poll) a VR with a
-    /// short backlog waits for up to [`MAX_DEFER`] polls or until [`COALESCE`] packets are
+    /// short backlog waits for up to the worker's deferral (`crate::deferral`) or until [`COALESCE`] packets are
     /// queued: with many VRs sharing a port, a burst of 256 split over 100 VRs would
     /// otherwise run vectors of 2–3 packets, and every per-vector cost (FIB batch setup, tx
     /// bursts) would be paid per packet — measured at 0.16× the one-VR rate. Without
@@ -1643,7 +1666,7 @@ impl Worker {
         let Some(o) = l.own.as_mut() else { return 0 };
         if coalesce && !o.may_inject() {
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
-            if backlog < COALESCE && o.defer(poll).is_some() {
+            if backlog < COALESCE && o.defer(poll, self.deferral.polls()).is_some() {
                 return 0;
             }
         }

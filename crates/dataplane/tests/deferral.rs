@@ -1,0 +1,175 @@
+//! The worker's deferral (`crate::deferral`) through a whole data plane. With traffic spread
+//! over many VRs under pressure, each VR gets a packet every few polls, so a deferral of 32
+//! polls runs vectors of a few packets; the deferral grows and the vectors with it. With one
+//! VR taking most of the traffic it stays at 32, so the light VRs' packets wait no longer
+//! than before. Without pressure it returns to 32. Every frame leaves, whole and in order.
+//!
+//! One worker polled step by step on a clock of its own (`Dataplane::set_test_time`, 20 µs
+//! a poll), port 0 in, port 1 out; a full burst of 256 frames every poll is what puts the
+//! worker under pressure.
+
+mod common;
+
+use common::*;
+use vrhost_dataplane::VrConfig;
+use vrhost_dataplane::counters::Drop;
+use vrhost_wire::EthernetAddress;
+
+/// VRs: a burst of 256 spread over them gives each a packet every fourth poll.
+const N: u16 = 1024;
+const BURST: u32 = 256;
+const POLL_NS: u64 = 20_000;
+
+fn in_mac(i: u16) -> EthernetAddress {
+    let [hi, lo] = i.to_be_bytes();
+    EthernetAddress([0x02, 0, 0, 1, hi, lo])
+}
+
+fn out_mac(i: u16) -> EthernetAddress {
+    let [hi, lo] = i.to_be_bytes();
+    EthernetAddress([0x02, 0, 0, 2, hi, lo])
+}
+
+/// `N` two-armed routers "v0".."v1023" from port 0 to port 1, each with MACs of its own.
+fn rig() -> Rig {
+    let r = Rig::with(2, 1 << 17, 4096);
+    for i in 0..N {
+        let name = format!("v{i}");
+        r.dp.add_vr(VrConfig::new(&name)).unwrap();
+        arm_router(&r.dp, &name, (0, in_mac(i)), (1, out_mac(i)));
+    }
+    r
+}
+
+/// One numbered stream per VR: what was sent of each, and every frame that left.
+struct Streams {
+    sent: Vec<u32>,
+    /// The next light VR a frame goes to.
+    next: u16,
+    out: Vec<Vec<u8>>,
+    now: u64,
+}
+
+impl Streams {
+    fn new() -> Streams {
+        Streams {
+            sent: vec![0; usize::from(N)],
+            next: 0,
+            out: Vec::new(),
+            now: 1,
+        }
+    }
+
+    fn frame(&mut self, vr: u16) -> Vec<u8> {
+        let seq = &mut self.sent[usize::from(vr)];
+        *seq += 1;
+        numbered(in_mac(vr), 0, *seq - 1)
+    }
+
+    /// Offer `n` frames, the first `heavy` of them to "v0" and the rest round the other VRs
+    /// in turn; poll once on the next tick of the clock and collect what left.
+    fn poll(&mut self, r: &mut Rig, n: u32, heavy: u32) {
+        for k in 0..n {
+            let vr = if k < heavy {
+                0
+            } else {
+                self.next = self.next % (N - 1) + 1;
+                self.next
+            };
+            let f = self.frame(vr);
+            r.send(0, &f);
+        }
+        self.now += POLL_NS;
+        r.dp.set_test_time(Some(self.now));
+        r.worker.poll();
+        self.out.extend(r.recv(1));
+    }
+
+    /// Drain, then check that every stream left whole and in order: the egress MAC names
+    /// the VR, the payload the frame's number.
+    fn finish(mut self, r: &mut Rig) {
+        r.run();
+        self.out.extend(r.recv(1));
+        let mut next = vec![0u32; usize::from(N)];
+        for f in &self.out {
+            let vr = u16::from_be_bytes([f[10], f[11]]);
+            assert_eq!(
+                &f[6..10],
+                &[0x02, 0, 0, 2],
+                "left with a MAC of no egress VIF"
+            );
+            let (_, seq) = numbering(f);
+            assert_eq!(seq, next[usize::from(vr)], "v{vr}: lost or reordered");
+            next[usize::from(vr)] += 1;
+        }
+        assert_eq!(next, self.sent, "frames out per VR");
+        assert_eq!(r.in_use(), 0, "every slot back in the pool");
+    }
+}
+
+/// The worker's deferral now.
+fn deferral(r: &Rig) -> u64 {
+    r.dp.worker_stats()[0].deferral_polls
+}
+
+/// Packets and vectors run by every VR so far.
+fn runs(r: &Rig) -> (u64, u64) {
+    (0..N).fold((0, 0), |(p, v), i| {
+        let s = r.dp.vr(&format!("v{i}")).unwrap().stats();
+        (p + s.scheduled, v + s.vectors)
+    })
+}
+
+#[test]
+fn spread_over_many_vrs_under_pressure_the_deferral_grows_and_vectors_with_it() {
+    let (mut r, mut s) = (rig(), Streams::new());
+    // Each VR gets a packet every fourth poll, so a deferral of 32 polls bounds its vectors
+    // at 8. The deferral doubles every 64 polls while most vectors are small (under 16) and
+    // holds once they are middling.
+    let mut seen = vec![deferral(&r)];
+    for _ in 0..768 {
+        s.poll(&mut r, BURST, 0);
+        if seen.last() != Some(&deferral(&r)) {
+            seen.push(deferral(&r));
+        }
+    }
+    assert_eq!(seen, [32, 64], "the deferral, spread over {N} VRs");
+    let (p0, v0) = runs(&r);
+    for _ in 0..256 {
+        s.poll(&mut r, BURST, 0);
+        assert_eq!(deferral(&r), 64, "settled");
+    }
+    let (p1, v1) = runs(&r);
+    let vector = (p1 - p0) as f64 / (v1 - v0) as f64;
+    assert!(
+        vector > 12.0,
+        "vectors of {vector:.1}: a deferral of 32 polls bounds them at 8"
+    );
+    // No pressure (bursts of 16) for a period: back to the base.
+    for _ in 0..128 {
+        s.poll(&mut r, 16, 0);
+    }
+    assert_eq!(deferral(&r), 32, "without pressure");
+    let dropped: u64 = (0..N)
+        .map(|i| {
+            r.dp.vr(&format!("v{i}"))
+                .unwrap()
+                .stats()
+                .drop(Drop::VrIngressFull)
+        })
+        .sum();
+    assert_eq!(dropped, 0);
+    s.finish(&mut r);
+}
+
+#[test]
+fn with_one_vr_taking_most_of_the_traffic_the_deferral_stays_at_32() {
+    let (mut r, mut s) = (rig(), Streams::new());
+    // "v0" takes 192 frames of each burst and runs full vectors; the 64 others go to the
+    // other 1,023 VRs, one frame every 16 polls each: vectors of 2 with a deferral of 32.
+    for p in 0..1024 {
+        s.poll(&mut r, BURST, 192);
+        assert_eq!(deferral(&r), 32, "poll {p}");
+    }
+    s.finish(&mut r);
+}
