@@ -46,6 +46,8 @@ pub(crate) struct Snap {
     ports: Vec<PortStats>,
     /// Polls, idle polls, VRs the schedulers looked at.
     polls: (u64, u64, u64),
+    /// Per worker: its deferral (a gauge; a difference keeps the later reading).
+    deferral: Vec<u64>,
     /// Per worker: offered, generated, ring full, no buffer.
     gens: Vec<[u64; 4]>,
     /// Per worker: port-0 packets, port-0 bytes, port-1 packets, port-1 bytes.
@@ -113,6 +115,12 @@ impl Snap {
                 let scanned = b.dp.worker_stats().iter().map(|w| w.vrs_scanned).sum();
                 (p, i, scanned)
             },
+            deferral: b
+                .dp
+                .worker_stats()
+                .iter()
+                .map(|w| w.deferral_polls)
+                .collect(),
             gens,
             sinks,
         }
@@ -156,6 +164,7 @@ impl Snap {
                 self.polls.1 - b.polls.1,
                 self.polls.2 - b.polls.2,
             ),
+            deferral: self.deferral.clone(),
             gens: self
                 .gens
                 .iter()
@@ -302,6 +311,9 @@ pub(crate) struct Report {
     pub(crate) idle_polls: u64,
     /// Owned VRs the schedulers looked at, over all polls (asleep ones are skipped).
     pub(crate) vrs_scanned: u64,
+    /// Per worker, at the window's end: how many polls a VR with a short backlog may wait
+    /// under pressure (32, more while most vectors are small).
+    pub(crate) deferral_polls: Vec<u64>,
     pub(crate) workers: Vec<WorkerFig>,
 }
 
@@ -475,6 +487,7 @@ pub(crate) fn make(
         polls: d.polls.0,
         idle_polls: d.polls.1,
         vrs_scanned: d.polls.2,
+        deferral_polls: d.deferral.clone(),
         workers,
     }
 }
@@ -616,10 +629,11 @@ pub(crate) fn print(r: &Report) {
         );
     }
     println!(
-        "  polls {} (idle {}); VRs looked at by the scheduler: {:.1} a poll",
+        "  polls {} (idle {}); VRs looked at by the scheduler: {:.1} a poll; deferral {:?} polls",
         r.polls,
         r.idle_polls,
-        r.vrs_scanned as f64 / r.polls.max(1) as f64
+        r.vrs_scanned as f64 / r.polls.max(1) as f64,
+        r.deferral_polls
     );
 }
 

@@ -171,14 +171,16 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
     }
 
     // Slots: what the generators prime and have in flight, a few full ingress rings (an
-    // overloaded VR's), a little per VR, and the stages. No more: the pool's free list is a
-    // FIFO, so a slot freed to it (a drop) comes back only after every other free slot has,
-    // and a large pool makes every reuse a cache and TLB miss.
+    // overloaded VR's), what a VR gathers under pressure (32: twice the vector below which
+    // the worker's deferral grows, which it does only while half the pool is free), and the
+    // stages. No more: the pool's free list is a FIFO, so a slot freed to it (a drop) comes
+    // back only after every other free slot has, and a large pool makes every reuse a cache
+    // and TLB miss.
     let per_gen = sc.rx_ring + 2 * VECTOR;
     let slots = sc.pool_slots.unwrap_or(
         sc.workers * sc.gen_queues * per_gen
             + sc.vrs.min(8) * sc.workers * sc.ingress_ring
-            + sc.vrs * sc.workers * 8
+            + sc.vrs * sc.workers * VECTOR / 8
             + 4 * VECTOR,
     );
     if slots < sc.workers * sc.gen_queues * VECTOR || slots > 1 << 24 {
