@@ -807,6 +807,7 @@ impl Daemon {
                     "active": w.active, "rx_queues": w.rx_queues,
                     "polls": w.polls, "idle_polls": w.idle_polls,
                     "busy_cycles": w.busy_cycles, "rx_held": w.rx_held,
+                    "deferral_polls": w.deferral_polls,
                 });
                 if let (Some(h), Some(o)) = (self.held.get(i), v.as_object_mut())
                     && let Value::Object(m) = h.status()

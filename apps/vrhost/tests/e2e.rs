@@ -667,6 +667,8 @@ fn on_demand_scaling_starts_on_one_worker_and_forwards_everything() {
         for k in ["held_off_ms", "run_queue_wait_ms", "steal_ms"] {
             assert!(x[k].as_f64().is_some_and(|ms| ms >= 0.0), "{k}: {st}");
         }
+        // Without pressure the deferral is the base (`vrhost_dataplane::deferral`).
+        assert_eq!(x["deferral_polls"], 32, "{st}");
     }
     let out = d.ctl(&["status"]);
     let text = String::from_utf8_lossy(&out.stdout);
