@@ -43,8 +43,8 @@ pub(crate) const PERIOD: u64 = 64;
 /// A vector of fewer packets than this counts as small (a quarter of `COALESCE`). Not
 /// more: with 300 VRs of 1,000 routes a deferral of 32 polls runs vectors of 27, and the
 /// 42 of a longer one made the worker about 20 % slower (its waiting headers and slots
-/// outgrew the caches); with 1,000 VRs vectors of 8 → 16 carried 1.7× as much (perf.md,
-/// session 42).
+/// outgrew the caches); with 1,000 VRs vectors of 8 → 16 carried 1.4–1.6× as much
+/// (perf.md, session 42).
 pub(crate) const SMALL: usize = COALESCE / 4;
 /// The longest a deferral may last at the current poll length: 10 ms, the order of the
 /// queueing delay a router's buffers add at line rate. Only a worker under pressure that
