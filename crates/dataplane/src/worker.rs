@@ -250,10 +250,10 @@ impl Owned {
     /// sleep as long as nothing comes for it (see `crate::wake`). Under pressure (`pressure`
     /// holds the worker's deferral, in polls) whatever comes from now on waits at most a
     /// deferral. Without, what comes later starts a deferral of its own, and the VR sleeps
-    /// idle if whatever comes for it is announced:
-    /// on the owner (`on_owner`) by each worker's demux; where received, when its one ring
-    /// is the one this worker's demux feeds (a ring handed over with the owner's duties is
-    /// fed by a worker that announces to itself). Not while injected frames wait for a
+    /// idle if whatever comes for it is announced: on the owner (`on_owner`) by each
+    /// worker's demux; where received, when its one ring is the one this worker's demux
+    /// feeds (a ring handed over with the owner's duties is fed by a worker that announces
+    /// to itself). Not while injected frames wait for a
     /// previous owner's fences, whose passing wakes nobody.
     #[inline(always)]
     fn rest(

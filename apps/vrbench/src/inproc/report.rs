@@ -105,6 +105,7 @@ impl Snap {
                 ]
             })
             .collect();
+        let workers = b.dp.worker_stats();
         Snap {
             nodes,
             drops,
@@ -112,15 +113,10 @@ impl Snap {
             ports,
             polls: {
                 let (p, i) = b.dp.polls();
-                let scanned = b.dp.worker_stats().iter().map(|w| w.vrs_scanned).sum();
+                let scanned = workers.iter().map(|w| w.vrs_scanned).sum();
                 (p, i, scanned)
             },
-            deferral: b
-                .dp
-                .worker_stats()
-                .iter()
-                .map(|w| w.deferral_polls)
-                .collect(),
+            deferral: workers.iter().map(|w| w.deferral_polls).collect(),
             gens,
             sinks,
         }
