@@ -50,6 +50,13 @@ pub const DEFAULT_FLOW_CACHE: usize = 1024;
 /// Largest MTU a VIF may have: a slot's frame room less Ethernet and two VLAN tags.
 pub const MAX_MTU: u16 = (MAX_FRAME - 22) as u16;
 
+/// The longest [`Dataplane::set_max_deferral`] takes.
+pub const MAX_DEFERRAL: Duration = Duration::from_millis(100);
+
+/// What [`Dataplane::max_deferral`] is until set.
+pub const DEFAULT_MAX_DEFERRAL: Duration =
+    Duration::from_nanos(crate::deferral::DEFAULT_MAX_WAIT_NS);
+
 /// How to build a data plane.
 #[derive(Debug, Clone, Default)]
 pub struct DataplaneConfig {
@@ -225,6 +232,9 @@ pub(crate) struct Shared {
     watchdog_strikes: AtomicU32,
     /// Receive coalescing: how long a worker naps after a light poll, in ns (0 = off).
     rx_coalesce_ns: AtomicU64,
+    /// The longest a short backlog may wait under pressure, in ns (0 = never; see
+    /// `crate::deferral`).
+    pub(crate) max_deferral_ns: AtomicU64,
     /// Bumped after any VR's quarantine flag or policer changes: workers re-read them then,
     /// and demux consults copies in its own per-VR state instead of each VR's shared state
     /// (a cache line per VR per burst with many VRs; the policer's two meters, two more).
@@ -387,6 +397,7 @@ impl Dataplane {
             test_now: AtomicU64::new(0),
             fairness: AtomicU8::new(0),
             rx_coalesce_ns: AtomicU64::new(0),
+            max_deferral_ns: AtomicU64::new(crate::deferral::DEFAULT_MAX_WAIT_NS),
             flags_gen: AtomicU64::new(0),
             inject_bell: (0..config.workers)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
@@ -753,6 +764,41 @@ impl Dataplane {
     /// The receive coalescing delay (zero: off).
     pub fn rx_coalesce(&self) -> Duration {
         self.0.rx_coalesce()
+    }
+
+    /// The longest a VR's short backlog may wait for a fuller vector while the worker is
+    /// under pressure (a receive queue gave a full burst): the bound on the worker's
+    /// deferral, which grows while its vectors are small (see `crate::deferral`). Why it is
+    /// a setting: each vector pays fixed costs, so with traffic spread over many VRs longer
+    /// waits carry more (1,000 VRs at full load: 1.4–1.6× with deferrals of about 64 polls
+    /// against 32, perf.md session 42), at the price of that much queueing delay for every
+    /// VR with a short backlog. Zero turns deferring off: under pressure every VR runs
+    /// whatever it has. Light traffic is never deferred, whatever this is. Default 10 ms,
+    /// at most 100 ms; takes effect from the workers' next poll.
+    ///
+    /// The bound is turned into polls at the poll length the worker measured over its last
+    /// 64 polls, so it holds the fixed base of 32 polls too. Shorter deferrals run smaller
+    /// vectors and so longer polls: a bound below what the worker's VRs need to gather a
+    /// few packets each cannot be met, and the deferral falls to one poll (1,000 VRs at
+    /// full load: a 2 ms bound carried 0.35 or 2.4 Mpps by the host's speed, 5–20 ms
+    /// 3.1–4.6, off 0.6–0.75; perf.md, session 43).
+    pub fn set_max_deferral(&self, d: Duration) -> Result<(), DpError> {
+        if d > MAX_DEFERRAL {
+            return Err(bad(
+                "data plane",
+                "max_deferral",
+                format!("{d:?} is above {MAX_DEFERRAL:?}"),
+            ));
+        }
+        self.0
+            .max_deferral_ns
+            .store(d.as_nanos() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The bound on how long a short backlog waits under pressure (zero: it does not).
+    pub fn max_deferral(&self) -> Duration {
+        Duration::from_nanos(self.0.max_deferral_ns.load(Ordering::Relaxed))
     }
 
     /// Pick the scheduler (the round-robin baseline exists for same-run comparisons).

@@ -19,8 +19,9 @@
 //! - between the two it holds, so that it settles where vectors are middling rather than
 //!   swing between too short and too long;
 //! - it falls back to [`BASE`] after a period without pressure;
-//! - and it never lasts more than [`MAX_WAIT_NS`] at this period's poll length, nor goes
-//!   below [`BASE`] (the fixed deferral it replaces) or above [`MAX`].
+//! - it stays within [`BASE`] (the fixed deferral it replaces) and [`MAX`], and never lasts
+//!   longer than the data plane's bound (`Dataplane::set_max_deferral`, 10 ms unless set) at
+//!   this period's poll length: that bound holds the base too, and zero turns deferring off.
 //!
 //! A VR already asleep when the deferral shrinks keeps the deadline it was given (see
 //! `crate::wake`), which the bound that held then still bounds.
@@ -46,10 +47,10 @@ pub(crate) const PERIOD: u64 = 64;
 /// outgrew the caches); with 1,000 VRs vectors of 8 → 16 carried 1.4–1.6× as much
 /// (perf.md, session 42).
 pub(crate) const SMALL: usize = COALESCE / 4;
-/// The longest a deferral may last at the current poll length: 10 ms, the order of the
-/// queueing delay a router's buffers add at line rate. Only a worker under pressure that
-/// runs small vectors gets near it.
-pub(crate) const MAX_WAIT_NS: u64 = 10_000_000;
+/// The longest a deferral may last at the current poll length unless the operator says
+/// otherwise: 10 ms, the order of the queueing delay a router's buffers add at line rate.
+/// Only a worker under pressure that runs small vectors gets near it.
+pub(crate) const DEFAULT_MAX_WAIT_NS: u64 = 10_000_000;
 
 /// One worker's deferral and what it saw of its vectors since the last decision.
 #[derive(Debug)]
@@ -95,14 +96,21 @@ impl Deferral {
     }
 
     /// The end of poll `poll` at `now_ns`: once a period has passed, decide, asking `pool`
-    /// for the pool's free slots and its size. Returns the deferral.
+    /// for the pool's free slots and its size. A deferral may last at most `max_wait_ns`
+    /// (zero: none, from now on). Returns the deferral.
     #[inline]
     pub(crate) fn tick(
         &mut self,
         poll: u64,
         now_ns: u64,
+        max_wait_ns: u64,
         pool: impl FnOnce() -> (usize, usize),
     ) -> u64 {
+        if max_wait_ns == 0 {
+            // Off at once, not after a period: an operator who turns it off wants no packet
+            // held back from then on.
+            self.polls = 0;
+        }
         if self.since_ns == 0 {
             // The first period starts now: a worker's first poll may come long after it
             // was made.
@@ -116,8 +124,12 @@ impl Deferral {
         }
         let (free, slots) = pool();
         let poll_ns = now_ns.saturating_sub(self.since_ns) / polls;
-        // The most polls that last at most `MAX_WAIT_NS` at this period's poll length.
-        let allowed = MAX_WAIT_NS.checked_div(poll_ns).unwrap_or(MAX);
+        // The most polls that last at most `max_wait_ns` at this period's poll length; at
+        // least one while deferring is on, however long the polls.
+        let allowed = match max_wait_ns {
+            0 => 0,
+            w => w.checked_div(poll_ns).unwrap_or(MAX).max(1),
+        };
         let (ran, small, enough) = (self.ran, self.small, self.enough);
         let next = if ran == 0 {
             BASE
@@ -128,7 +140,7 @@ impl Deferral {
         } else {
             self.polls
         };
-        self.polls = next.min(allowed).clamp(BASE, MAX);
+        self.polls = next.clamp(BASE, MAX).min(allowed);
         self.ran = 0;
         self.small = 0;
         self.enough = 0;
@@ -149,7 +161,9 @@ mod tests {
     /// A deferral whose first period started at poll 0, time 0.
     fn started() -> Deferral {
         let mut d = Deferral::new();
-        d.tick(0, 0, || unreachable!("no decision at the start"));
+        d.tick(0, 0, DEFAULT_MAX_WAIT_NS, || {
+            unreachable!("no decision at the start")
+        });
         d
     }
 
@@ -170,7 +184,9 @@ mod tests {
                     for &n in sizes {
                         d.ran(n);
                     }
-                    last = d.tick(*poll, *poll * POLL_NS, || (free, SLOTS));
+                    last = d.tick(*poll, *poll * POLL_NS, DEFAULT_MAX_WAIT_NS, || {
+                        (free, SLOTS)
+                    });
                 }
                 last
             })
@@ -257,19 +273,58 @@ mod tests {
             for _ in 0..32 {
                 d.ran(8);
             }
-            let p = d.tick(poll, now, || (SLOTS, SLOTS));
+            let p = d.tick(poll, now, DEFAULT_MAX_WAIT_NS, || (SLOTS, SLOTS));
             if seen.last() != Some(&p) {
                 seen.push(p);
             }
         }
         assert_eq!(seen, [512, 250]);
-        // Polls of 1 ms: the base still holds (it lasts 32 ms).
+        // Polls of 1 ms: the bound holds the base too (32 polls would last 32 ms).
         for _ in 0..PERIOD {
             poll += 1;
             now += 100 * POLL_NS;
             d.ran(8);
-            d.tick(poll, now, || (SLOTS, SLOTS));
+            d.tick(poll, now, DEFAULT_MAX_WAIT_NS, || (SLOTS, SLOTS));
         }
-        assert_eq!(d.polls(), BASE);
+        assert_eq!(d.polls(), 10);
+        // Polls of 20 ms: one poll, not none.
+        for _ in 0..PERIOD {
+            poll += 1;
+            now += 2_000 * POLL_NS;
+            d.ran(8);
+            d.tick(poll, now, DEFAULT_MAX_WAIT_NS, || (SLOTS, SLOTS));
+        }
+        assert_eq!(d.polls(), 1);
+    }
+
+    #[test]
+    fn the_operators_bound_caps_growth_and_zero_turns_it_off_at_once() {
+        let (mut d, mut poll) = (started(), 0);
+        // 1 ms at 10 µs a poll: 100 polls.
+        let bounded = |d: &mut Deferral, poll: &mut u64, max: u64| {
+            (0..3)
+                .map(|_| {
+                    for _ in 0..PERIOD {
+                        *poll += 1;
+                        for _ in 0..32 {
+                            d.ran(8);
+                        }
+                        d.tick(*poll, *poll * POLL_NS, max, || (SLOTS, SLOTS));
+                    }
+                    d.polls()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(bounded(&mut d, &mut poll, 1_000_000), [64, 100, 100]);
+        // Turned off: the next poll already defers nothing, and it stays so.
+        poll += 1;
+        d.ran(8);
+        assert_eq!(d.tick(poll, poll * POLL_NS, 0, || (SLOTS, SLOTS)), 0);
+        assert_eq!(bounded(&mut d, &mut poll, 0), [0, 0, 0]);
+        // On again: it starts over from the base.
+        assert_eq!(
+            bounded(&mut d, &mut poll, DEFAULT_MAX_WAIT_NS),
+            [32, 64, 128]
+        );
     }
 }

@@ -43,8 +43,8 @@ mod worker;
 
 pub use counters::{Drop, Node, NodeStats, PortStats, VifStats, VrStats};
 pub use dataplane::{
-    DEFAULT_FLOW_CACHE, Dataplane, DataplaneConfig, MAX_FLOW_CACHE, MAX_MTU, MAX_WEIGHT, RunVrs,
-    WorkerStats,
+    DEFAULT_FLOW_CACHE, DEFAULT_MAX_DEFERRAL, Dataplane, DataplaneConfig, MAX_DEFERRAL,
+    MAX_FLOW_CACHE, MAX_MTU, MAX_WEIGHT, RunVrs, WorkerStats,
 };
 pub use demux::{ArpRules, Copies, L2Info, PortDemux, Verdict, VifRef, parse_l2};
 pub use error::DpError;

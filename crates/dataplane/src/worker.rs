@@ -841,7 +841,8 @@ impl Worker {
         // One push per transmit queue per poll, however many vectors went out.
         self.tx.kick(&self.sh.pool);
         let pool = &self.sh.pool;
-        let defer = self.deferral.tick(self.sleep.now(), now_ns, || {
+        let max_wait = self.sh.max_deferral_ns.load(Ordering::Relaxed);
+        let defer = self.deferral.tick(self.sleep.now(), now_ns, max_wait, || {
             (pool.available(), pool.capacity())
         });
         let wc = &self.sh.worker_counters[self.id];

@@ -2,7 +2,8 @@
 //! over many VRs under pressure, each VR gets a packet every few polls, so a deferral of 32
 //! polls runs vectors of a few packets; the deferral grows and the vectors with it. With one
 //! VR taking most of the traffic it stays at 32, so the light VRs' packets wait no longer
-//! than before. Without pressure it returns to 32. Every frame leaves, whole and in order.
+//! than before. Without pressure it returns to 32. The operator's bound caps it, and zero
+//! turns it off. Every frame leaves, whole and in order.
 //!
 //! One worker polled step by step on a clock of its own (`Dataplane::set_test_time`, 20 µs
 //! a poll), port 0 in, port 1 out; a full burst of 256 frames every poll is what puts the
@@ -11,6 +12,8 @@
 mod common;
 
 use common::*;
+use std::time::Duration;
+
 use vrhost_dataplane::VrConfig;
 use vrhost_dataplane::counters::Drop;
 use vrhost_wire::EthernetAddress;
@@ -171,5 +174,42 @@ fn with_one_vr_taking_most_of_the_traffic_the_deferral_stays_at_32() {
         s.poll(&mut r, BURST, 192);
         assert_eq!(deferral(&r), 32, "poll {p}");
     }
+    s.finish(&mut r);
+}
+
+#[test]
+fn the_operators_bound_caps_the_deferral_and_zero_turns_it_off() {
+    let (mut r, mut s) = (rig(), Streams::new());
+    // 1 ms at 20 µs a poll: 50 polls, where the vectors alone would take it to 64.
+    r.dp.set_max_deferral(Duration::from_millis(1)).unwrap();
+    let mut seen = vec![deferral(&r)];
+    for _ in 0..512 {
+        s.poll(&mut r, BURST, 0);
+        if seen.last() != Some(&deferral(&r)) {
+            seen.push(deferral(&r));
+        }
+    }
+    assert_eq!(seen, [32, 50], "the deferral under a 1 ms bound");
+    // Off: from the next poll every VR runs what it has, a packet every fourth poll.
+    r.dp.set_max_deferral(Duration::ZERO).unwrap();
+    s.poll(&mut r, BURST, 0);
+    assert_eq!(deferral(&r), 0, "turned off");
+    let (p0, v0) = runs(&r);
+    for _ in 0..256 {
+        s.poll(&mut r, BURST, 0);
+        assert_eq!(deferral(&r), 0, "stays off");
+    }
+    let (p1, v1) = runs(&r);
+    let vector = (p1 - p0) as f64 / (v1 - v0) as f64;
+    assert!(
+        vector < 1.5,
+        "vectors of {vector:.1} with deferring off: a VR gets a packet every fourth poll"
+    );
+    // A bound above the most it takes is refused and changes nothing.
+    let e =
+        r.dp.set_max_deferral(Duration::from_millis(101))
+            .unwrap_err();
+    assert!(e.to_string().contains("max_deferral"), "{e}");
+    assert_eq!(r.dp.max_deferral(), Duration::ZERO);
     s.finish(&mut r);
 }
