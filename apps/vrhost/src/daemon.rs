@@ -104,8 +104,9 @@ const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
 /// Between on-demand scaling decisions.
 const SCALE_EVERY: Duration = Duration::from_millis(100);
 
-/// Apply `[dataplane]` fairness, watchdog and scaling settings; returns the scaler when
-/// scaling is on demand (`scaler`: the one running now, kept if still wanted).
+/// Apply `[dataplane]` fairness, coalescing, deferral, watchdog and scaling settings;
+/// returns the scaler when scaling is on demand (`scaler`: the one running now, kept if
+/// still wanted).
 fn apply_dataplane(
     dp: &Dataplane,
     cfg: &Config,
@@ -115,6 +116,7 @@ fn apply_dataplane(
     let d = &cfg.dataplane;
     dp.set_fairness(d.fairness.into());
     dp.set_rx_coalesce(Duration::from_micros(*d.rx_coalesce_us.get_ref() as u64))?;
+    dp.set_max_deferral(Duration::from_micros(*d.max_deferral_us.get_ref() as u64))?;
     let scaler = match (d.scaling, scaler) {
         (ScalingSpec::Fixed, _) => {
             if dp.active_workers() != dp.workers() {
@@ -822,6 +824,7 @@ impl Daemon {
             "fairness": self.dp.fairness().name(),
             "realtime_priority": self.cfg.dataplane.realtime_priority.get_ref(),
             "rx_coalesce_us": self.dp.rx_coalesce().as_micros() as u64,
+            "max_deferral_us": self.dp.max_deferral().as_micros() as u64,
             "run_vrs": self.dp.run_vrs().name(),
             "active_workers": self.dp.active_workers(),
             "polls": polls, "idle_polls": idle,

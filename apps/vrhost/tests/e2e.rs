@@ -326,6 +326,7 @@ fn link_counters(lab: &Lab, vr: u32) -> String {
 fn reload_adds_and_removes_vrs_while_another_forwards_without_loss() {
     let Some(lab) = lab(3, false) else { return };
     let d = Daemon::start(&lab, &config(&lab, "auto", &[0, 1]));
+    assert_eq!(d.status()["max_deferral_us"], 10_000, "the default bound");
     let b2 = lab.vr(2).b.addrs.host4.to_string();
     assert_eq!(
         ping(&lab, 2, &b2, 1, "0.1").1,
@@ -374,8 +375,11 @@ fn reload_adds_and_removes_vrs_while_another_forwards_without_loss() {
     assert_eq!(ping(&lab, 0, &b0, 3, "0.05"), (3, 3), "{}", counters(0));
     assert_eq!(ping(&lab, 2, &b2, 3, "0.05"), (3, 3), "{}", counters(2));
 
-    // SIGHUP reloads too: vr1 comes back.
-    d.rewrite(&config(&lab, "auto", &[0, 1, 2]));
+    // SIGHUP reloads too: vr1 comes back, and the deferral's bound changes in place.
+    d.rewrite(
+        &config(&lab, "auto", &[0, 1, 2])
+            .replace("cores = [0]", "cores = [0]\nmax_deferral_us = 2000"),
+    );
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(d.child.id() as i32, libc::SIGHUP) };
     let mut back = false;
@@ -387,6 +391,7 @@ fn reload_adds_and_removes_vrs_while_another_forwards_without_loss() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(back, "SIGHUP did not reload: {}", d.log_text());
+    assert_eq!(d.status()["max_deferral_us"], 2000, "the bound reloaded");
     first_answer(&lab, 1, &b1);
     assert_eq!(ping(&lab, 1, &b1, 3, "0.05"), (3, 3), "vr1 forwards again");
 }

@@ -18,6 +18,8 @@
 //! watchdog_strikes = 3         # …offending this often in 32 vectors quarantines the VR
 //! realtime_priority = 0        # 1..=99: workers run SCHED_FIFO at it; 0: ordinary threads
 //! rx_coalesce_us = 0           # nap after a light poll, so light traffic fills vectors (0: off)
+//! max_deferral_us = 10000      # under pressure a VR's short backlog may wait this long for
+//!                              # a fuller vector (0: never)
 //! run_vrs = "where-received"   # each worker forwards what its queues took | on-owner: one
 //!                              # worker forwards each VR (placed by load), the others hand over
 //!
@@ -58,7 +60,8 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 use vrhost_dataplane::{
-    DEFAULT_FLOW_CACHE, Fairness, FlowCacheKey, IfAddr, MAX_FLOW_CACHE, MAX_MTU, MAX_WEIGHT, RunVrs,
+    DEFAULT_FLOW_CACHE, DEFAULT_MAX_DEFERRAL, Fairness, FlowCacheKey, IfAddr, MAX_DEFERRAL,
+    MAX_FLOW_CACHE, MAX_MTU, MAX_WEIGHT, RunVrs,
 };
 use vrhost_wire::EthernetAddress;
 
@@ -225,6 +228,12 @@ pub struct DataplaneSection {
     /// (`Dataplane::set_rx_coalesce` says why).
     #[serde(default = "default_zero")]
     pub rx_coalesce_us: Spanned<i64>,
+    /// Microseconds a VR's short backlog may wait for a fuller vector while its worker is
+    /// under pressure (0..=100000; 0: never; default 10000). Longer waits carry more with
+    /// traffic spread over many VRs, at up to this much queueing delay
+    /// (`Dataplane::set_max_deferral` says why).
+    #[serde(default = "default_max_deferral_us")]
+    pub max_deferral_us: Spanned<i64>,
     /// Which workers forward a VR's packets (fixed while running: a change restarts).
     #[serde(default)]
     pub run_vrs: RunVrsSpec,
@@ -235,6 +244,9 @@ fn default_watchdog_us() -> Spanned<i64> {
 }
 fn default_zero() -> Spanned<i64> {
     Spanned::new(0..0, 0)
+}
+fn default_max_deferral_us() -> Spanned<i64> {
+    Spanned::new(0..0, DEFAULT_MAX_DEFERRAL.as_micros() as i64)
 }
 fn default_strikes() -> Spanned<i64> {
     Spanned::new(0..0, 3)
@@ -255,6 +267,7 @@ impl Default for DataplaneSection {
             watchdog_strikes: default_strikes(),
             realtime_priority: default_zero(),
             rx_coalesce_us: default_zero(),
+            max_deferral_us: default_max_deferral_us(),
             run_vrs: RunVrsSpec::default(),
         }
     }
@@ -755,6 +768,15 @@ impl Config {
                 co,
                 "dataplane.rx_coalesce_us",
                 format!("{} not in 0..=1000 (0 turns coalescing off)", co.get_ref()),
+            ));
+        }
+        let md = &self.dataplane.max_deferral_us;
+        let most = MAX_DEFERRAL.as_micros() as i64;
+        if !(0..=most).contains(md.get_ref()) {
+            return Err(self.err(
+                md,
+                "dataplane.max_deferral_us",
+                format!("{} not in 0..={most} (0 turns deferring off)", md.get_ref()),
             ));
         }
         let prefix = &self.control.netns_prefix;

@@ -195,6 +195,26 @@ fn realtime_priority_and_rx_coalescing_are_checked_on_their_line() {
     let c = Config::parse("t.toml", &text).unwrap();
     assert_eq!(*c.dataplane.realtime_priority.get_ref(), 10);
     assert_eq!(*c.dataplane.rx_coalesce_us.get_ref(), 20);
+    // The deferral's bound: 10 ms unless set, 0 allowed (off), over 100 ms refused.
+    assert_eq!(*c.dataplane.max_deferral_us.get_ref(), 10_000);
+    for ok in [0, 250, 100_000] {
+        let text = with(VR).replace(
+            "cores = [0]",
+            &format!("cores = [0]\nmax_deferral_us = {ok}"),
+        );
+        let c = Config::parse("t.toml", &text).unwrap();
+        assert_eq!(*c.dataplane.max_deferral_us.get_ref(), ok);
+    }
+    for bad in [-1, 100_001] {
+        let text = with(VR).replace(
+            "cores = [0]",
+            &format!("cores = [0]\nmax_deferral_us = {bad}"),
+        );
+        let e = err(&text);
+        assert_eq!(e.field, "dataplane.max_deferral_us", "{e}");
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("not in 0..=100000"), "{e}");
+    }
     // Changing it needs a restart (workers are started with it), and a reload says so.
     let d = Config::parse("t.toml", &with(VR)).unwrap();
     assert_eq!(
