@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::ValueEnum;
-use vrhost_dataplane::FlowCacheKey;
+use vrhost_dataplane::{DEFAULT_MAX_DEFERRAL, FlowCacheKey, MAX_DEFERRAL};
 use vrhost_fib::tablegen::{IPV4_FULL, IPV6_FULL};
 
 use report::{Report, SuiteReport, SuiteRow};
@@ -128,6 +128,11 @@ pub(crate) struct Args {
     /// `[dataplane] rx_coalesce_us`) [default: 0, off].
     #[arg(long, default_value_t = 0)]
     pub(crate) rx_coalesce_us: u64,
+    /// The longest a VR's short backlog may wait for a fuller vector while the worker is
+    /// under pressure, µs (vrhost's `[dataplane] max_deferral_us`; 0: never).
+    #[arg(long, default_value_t = DEFAULT_MAX_DEFERRAL.as_micros() as u64,
+          value_parser = clap::value_parser!(u64).range(0..=MAX_DEFERRAL.as_micros() as u64))]
+    pub(crate) max_deferral_us: u64,
     /// Run the target scenarios (one VR, flow cache, 100 VRs, two workers, overload)
     /// with windows alternating between them, and print each against its target; the suite
     /// sets --vrs, --workers, --rate and --gen-queues itself (and --routes for 100 VRs).
@@ -164,6 +169,7 @@ impl Default for Args {
             queue_per_vr: false,
             realtime: None,
             rx_coalesce_us: 0,
+            max_deferral_us: DEFAULT_MAX_DEFERRAL.as_micros() as u64,
             suite: false,
             json: false,
         }
@@ -230,6 +236,8 @@ pub(crate) struct Scenario {
     pub(crate) realtime: Option<u8>,
     /// Receive coalescing delay, µs (0: off).
     pub(crate) rx_coalesce_us: u64,
+    /// The deferral's bound, µs (0: no deferring).
+    pub(crate) max_deferral_us: u64,
     /// Share of each VR in a worker's generated traffic (default: equal).
     pub(crate) vr_mix: Option<Vec<f64>>,
 }
@@ -262,6 +270,7 @@ impl Scenario {
             queue_per_vr: a.queue_per_vr,
             realtime: a.realtime,
             rx_coalesce_us: a.rx_coalesce_us,
+            max_deferral_us: a.max_deferral_us,
             vr_mix: None,
         }
     }
@@ -310,6 +319,9 @@ impl Scenario {
         }
         if self.rx_coalesce_us > 0 {
             f += &format!(" --rx-coalesce-us {}", self.rx_coalesce_us);
+        }
+        if self.max_deferral_us != DEFAULT_MAX_DEFERRAL.as_micros() as u64 {
+            f += &format!(" --max-deferral-us {}", self.max_deferral_us);
         }
         f += &format!(
             " --seconds {} --windows {} --seed {}",

@@ -197,6 +197,8 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
     )?;
     dp.set_rx_coalesce(std::time::Duration::from_micros(sc.rx_coalesce_us))
         .map_err(|e| anyhow::anyhow!("--rx-coalesce-us: {e}"))?;
+    dp.set_max_deferral(std::time::Duration::from_micros(sc.max_deferral_us))
+        .map_err(|e| anyhow::anyhow!("--max-deferral-us: {e}"))?;
 
     let t0 = Instant::now();
     // Full tables get the layout the FIB recommends for them; small ones a small top level
