@@ -1557,7 +1557,10 @@ impl Worker {
         // demux (`Sleep::wake_idle`) or, from another worker's, by an arrival bit. Where
         // received, only the ring this worker's demux feeds is (see `Owned::rest`).
         let on_owner = !self.local;
-        let defer = pressure.then(|| self.deferral.polls());
+        // A deferral of none (the operator turned deferring off) is no pressure to a VR: its
+        // short backlog runs at once, and with nothing queued it rests as in a light poll,
+        // asleep until its demux wakes it, rather than being looked at in every poll.
+        let defer = pressure.then(|| self.deferral.polls()).filter(|&d| d > 0);
         let mut scanned = 0u64;
         self.cands.clear();
         if let Some(&last) = self.owned.last() {

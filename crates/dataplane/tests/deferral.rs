@@ -195,6 +195,7 @@ fn the_operators_bound_caps_the_deferral_and_zero_turns_it_off() {
     s.poll(&mut r, BURST, 0);
     assert_eq!(deferral(&r), 0, "turned off");
     let (p0, v0) = runs(&r);
+    let scanned0 = r.dp.worker_stats()[0].vrs_scanned;
     for _ in 0..256 {
         s.poll(&mut r, BURST, 0);
         assert_eq!(deferral(&r), 0, "stays off");
@@ -204,6 +205,14 @@ fn the_operators_bound_caps_the_deferral_and_zero_turns_it_off() {
     assert!(
         vector < 1.5,
         "vectors of {vector:.1} with deferring off: a VR gets a packet every fourth poll"
+    );
+    // A VR with nothing queued sleeps until demux queues a packet for it, as in a light
+    // poll: the scheduler looks at the VRs a poll brought packets (at most 256), not at
+    // all 1,024.
+    let scanned = (r.dp.worker_stats()[0].vrs_scanned - scanned0) as f64 / 256.0;
+    assert!(
+        scanned < 300.0,
+        "{scanned:.0} VRs looked at a poll with deferring off"
     );
     // A bound above the most it takes is refused and changes nothing.
     let e =
