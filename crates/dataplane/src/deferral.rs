@@ -176,6 +176,18 @@ mod tests {
         sizes: &[usize],
         free: usize,
     ) -> Vec<u64> {
+        bounded(d, poll, periods, sizes, free, DEFAULT_MAX_WAIT_NS)
+    }
+
+    /// `periods` under a bound of `max_wait_ns`.
+    fn bounded(
+        d: &mut Deferral,
+        poll: &mut u64,
+        periods: usize,
+        sizes: &[usize],
+        free: usize,
+        max_wait_ns: u64,
+    ) -> Vec<u64> {
         (0..periods)
             .map(|_| {
                 let mut last = d.polls();
@@ -184,13 +196,35 @@ mod tests {
                     for &n in sizes {
                         d.ran(n);
                     }
-                    last = d.tick(*poll, *poll * POLL_NS, DEFAULT_MAX_WAIT_NS, || {
-                        (free, SLOTS)
-                    });
+                    last = d.tick(*poll, *poll * POLL_NS, max_wait_ns, || (free, SLOTS));
                 }
                 last
             })
             .collect()
+    }
+
+    /// Run `polls` polls of `poll_ns` each from poll `*poll` at `*now`, each running 32
+    /// vectors of 8 under pressure; returns the deferrals seen, each once.
+    fn long_polls(
+        d: &mut Deferral,
+        poll: &mut u64,
+        now: &mut u64,
+        polls: u64,
+        poll_ns: u64,
+    ) -> Vec<u64> {
+        let mut seen = Vec::new();
+        for _ in 0..polls {
+            *poll += 1;
+            *now += poll_ns;
+            for _ in 0..32 {
+                d.ran(8);
+            }
+            let p = d.tick(*poll, *now, DEFAULT_MAX_WAIT_NS, || (SLOTS, SLOTS));
+            if seen.last() != Some(&p) {
+                seen.push(p);
+            }
+        }
+        seen
     }
 
     #[test]
@@ -266,65 +300,32 @@ mod tests {
         assert_eq!(d.polls(), 512);
         // Polls of 40 µs: 250 of them last 10 ms.
         let mut now = poll * POLL_NS;
-        let mut seen = Vec::new();
-        for _ in 0..3 * PERIOD {
-            poll += 1;
-            now += 4 * POLL_NS;
-            for _ in 0..32 {
-                d.ran(8);
-            }
-            let p = d.tick(poll, now, DEFAULT_MAX_WAIT_NS, || (SLOTS, SLOTS));
-            if seen.last() != Some(&p) {
-                seen.push(p);
-            }
-        }
+        let seen = long_polls(&mut d, &mut poll, &mut now, 3 * PERIOD, 40_000);
         assert_eq!(seen, [512, 250]);
         // Polls of 1 ms: the bound holds the base too (32 polls would last 32 ms).
-        for _ in 0..PERIOD {
-            poll += 1;
-            now += 100 * POLL_NS;
-            d.ran(8);
-            d.tick(poll, now, DEFAULT_MAX_WAIT_NS, || (SLOTS, SLOTS));
-        }
-        assert_eq!(d.polls(), 10);
+        let seen = long_polls(&mut d, &mut poll, &mut now, PERIOD, 1_000_000);
+        assert_eq!(seen, [250, 10]);
         // Polls of 20 ms: one poll, not none.
-        for _ in 0..PERIOD {
-            poll += 1;
-            now += 2_000 * POLL_NS;
-            d.ran(8);
-            d.tick(poll, now, DEFAULT_MAX_WAIT_NS, || (SLOTS, SLOTS));
-        }
-        assert_eq!(d.polls(), 1);
+        let seen = long_polls(&mut d, &mut poll, &mut now, PERIOD, 20_000_000);
+        assert_eq!(seen, [10, 1]);
     }
 
     #[test]
     fn the_operators_bound_caps_growth_and_zero_turns_it_off_at_once() {
         let (mut d, mut poll) = (started(), 0);
+        let small = [8; 32];
         // 1 ms at 10 µs a poll: 100 polls.
-        let bounded = |d: &mut Deferral, poll: &mut u64, max: u64| {
-            (0..3)
-                .map(|_| {
-                    for _ in 0..PERIOD {
-                        *poll += 1;
-                        for _ in 0..32 {
-                            d.ran(8);
-                        }
-                        d.tick(*poll, *poll * POLL_NS, max, || (SLOTS, SLOTS));
-                    }
-                    d.polls()
-                })
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(bounded(&mut d, &mut poll, 1_000_000), [64, 100, 100]);
+        let ms = 1_000_000;
+        assert_eq!(
+            bounded(&mut d, &mut poll, 3, &small, SLOTS, ms),
+            [64, 100, 100]
+        );
         // Turned off: the next poll already defers nothing, and it stays so.
         poll += 1;
         d.ran(8);
         assert_eq!(d.tick(poll, poll * POLL_NS, 0, || (SLOTS, SLOTS)), 0);
-        assert_eq!(bounded(&mut d, &mut poll, 0), [0, 0, 0]);
+        assert_eq!(bounded(&mut d, &mut poll, 3, &small, SLOTS, 0), [0, 0, 0]);
         // On again: it starts over from the base.
-        assert_eq!(
-            bounded(&mut d, &mut poll, DEFAULT_MAX_WAIT_NS),
-            [32, 64, 128]
-        );
+        assert_eq!(periods(&mut d, &mut poll, 3, &small, SLOTS), [32, 64, 128]);
     }
 }

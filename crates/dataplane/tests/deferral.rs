@@ -88,6 +88,31 @@ impl Streams {
         self.out.extend(r.recv(1));
     }
 
+    /// Poll `polls` times with full bursts spread over the light VRs; returns the worker's
+    /// deferral before and every new one it took, each once.
+    fn deferrals(&mut self, r: &mut Rig, polls: u32) -> Vec<u64> {
+        let mut seen = vec![deferral(r)];
+        for _ in 0..polls {
+            self.poll(r, BURST, 0);
+            if seen.last() != Some(&deferral(r)) {
+                seen.push(deferral(r));
+            }
+        }
+        seen
+    }
+
+    /// Poll `polls` times with full bursts spread over the light VRs, the deferral `want`
+    /// throughout; returns the packets a vector the VRs ran meanwhile.
+    fn steady(&mut self, r: &mut Rig, polls: u32, want: u64) -> f64 {
+        let (p0, v0) = runs(r);
+        for p in 0..polls {
+            self.poll(r, BURST, 0);
+            assert_eq!(deferral(r), want, "poll {p} of {polls}");
+        }
+        let (p1, v1) = runs(r);
+        (p1 - p0) as f64 / (v1 - v0) as f64
+    }
+
     /// Drain, then check that every stream left whole and in order: the egress MAC names
     /// the VR, the payload the frame's number.
     fn finish(mut self, r: &mut Rig) {
@@ -129,21 +154,10 @@ fn spread_over_many_vrs_under_pressure_the_deferral_grows_and_vectors_with_it() 
     // Each VR gets a packet every fourth poll, so a deferral of 32 polls bounds its vectors
     // at 8. The deferral doubles every 64 polls while most vectors are small (under 16) and
     // holds once they are middling.
-    let mut seen = vec![deferral(&r)];
-    for _ in 0..768 {
-        s.poll(&mut r, BURST, 0);
-        if seen.last() != Some(&deferral(&r)) {
-            seen.push(deferral(&r));
-        }
-    }
+    let seen = s.deferrals(&mut r, 768);
     assert_eq!(seen, [32, 64], "the deferral, spread over {N} VRs");
-    let (p0, v0) = runs(&r);
-    for _ in 0..256 {
-        s.poll(&mut r, BURST, 0);
-        assert_eq!(deferral(&r), 64, "settled");
-    }
-    let (p1, v1) = runs(&r);
-    let vector = (p1 - p0) as f64 / (v1 - v0) as f64;
+    // Settled.
+    let vector = s.steady(&mut r, 256, 64);
     assert!(
         vector > 12.0,
         "vectors of {vector:.1}: a deferral of 32 polls bounds them at 8"
@@ -182,26 +196,15 @@ fn the_operators_bound_caps_the_deferral_and_zero_turns_it_off() {
     let (mut r, mut s) = (rig(), Streams::new());
     // 1 ms at 20 µs a poll: 50 polls, where the vectors alone would take it to 64.
     r.dp.set_max_deferral(Duration::from_millis(1)).unwrap();
-    let mut seen = vec![deferral(&r)];
-    for _ in 0..512 {
-        s.poll(&mut r, BURST, 0);
-        if seen.last() != Some(&deferral(&r)) {
-            seen.push(deferral(&r));
-        }
-    }
+    let seen = s.deferrals(&mut r, 512);
     assert_eq!(seen, [32, 50], "the deferral under a 1 ms bound");
     // Off: from the next poll every VR runs what it has, a packet every fourth poll.
     r.dp.set_max_deferral(Duration::ZERO).unwrap();
     s.poll(&mut r, BURST, 0);
     assert_eq!(deferral(&r), 0, "turned off");
-    let (p0, v0) = runs(&r);
     let scanned0 = r.dp.worker_stats()[0].vrs_scanned;
-    for _ in 0..256 {
-        s.poll(&mut r, BURST, 0);
-        assert_eq!(deferral(&r), 0, "stays off");
-    }
-    let (p1, v1) = runs(&r);
-    let vector = (p1 - p0) as f64 / (v1 - v0) as f64;
+    // Stays off.
+    let vector = s.steady(&mut r, 256, 0);
     assert!(
         vector < 1.5,
         "vectors of {vector:.1} with deferring off: a VR gets a packet every fourth poll"

@@ -173,14 +173,35 @@ fn bad_values_are_refused_with_their_field() {
     }
 }
 
+/// The test config with `line` added to `[dataplane]` (its line 4).
+fn dataplane_with(line: &str) -> String {
+    with(VR).replace("cores = [0]", &format!("cores = [0]\n{line}"))
+}
+
+#[test]
+fn the_deferrals_bound_is_checked_on_its_line() {
+    // 10 ms unless set, 0 allowed (off), over 100 ms refused.
+    let c = Config::parse("t.toml", &with(VR)).unwrap();
+    assert_eq!(*c.dataplane.max_deferral_us.get_ref(), 10_000);
+    for ok in [0, 250, 100_000] {
+        let c = Config::parse(
+            "t.toml",
+            &dataplane_with(&format!("max_deferral_us = {ok}")),
+        );
+        assert_eq!(*c.unwrap().dataplane.max_deferral_us.get_ref(), ok);
+    }
+    for bad in [-1, 100_001] {
+        let e = err(&dataplane_with(&format!("max_deferral_us = {bad}")));
+        assert_eq!(e.field, "dataplane.max_deferral_us", "{e}");
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("not in 0..=100000"), "{e}");
+    }
+}
+
 #[test]
 fn realtime_priority_and_rx_coalescing_are_checked_on_their_line() {
     for bad in ["100", "-1"] {
-        let text = with(VR).replace(
-            "cores = [0]",
-            &format!("cores = [0]\nrealtime_priority = {bad}"),
-        );
-        let e = err(&text);
+        let e = err(&dataplane_with(&format!("realtime_priority = {bad}")));
         assert_eq!(e.field, "dataplane.realtime_priority", "{e}");
         assert_eq!(e.line, 4, "{e}");
         assert!(e.message.contains("not in 0..=99"), "{e}");
@@ -195,26 +216,6 @@ fn realtime_priority_and_rx_coalescing_are_checked_on_their_line() {
     let c = Config::parse("t.toml", &text).unwrap();
     assert_eq!(*c.dataplane.realtime_priority.get_ref(), 10);
     assert_eq!(*c.dataplane.rx_coalesce_us.get_ref(), 20);
-    // The deferral's bound: 10 ms unless set, 0 allowed (off), over 100 ms refused.
-    assert_eq!(*c.dataplane.max_deferral_us.get_ref(), 10_000);
-    for ok in [0, 250, 100_000] {
-        let text = with(VR).replace(
-            "cores = [0]",
-            &format!("cores = [0]\nmax_deferral_us = {ok}"),
-        );
-        let c = Config::parse("t.toml", &text).unwrap();
-        assert_eq!(*c.dataplane.max_deferral_us.get_ref(), ok);
-    }
-    for bad in [-1, 100_001] {
-        let text = with(VR).replace(
-            "cores = [0]",
-            &format!("cores = [0]\nmax_deferral_us = {bad}"),
-        );
-        let e = err(&text);
-        assert_eq!(e.field, "dataplane.max_deferral_us", "{e}");
-        assert_eq!(e.line, 4, "{e}");
-        assert!(e.message.contains("not in 0..=100000"), "{e}");
-    }
     // Changing it needs a restart (workers are started with it), and a reload says so.
     let d = Config::parse("t.toml", &with(VR)).unwrap();
     assert_eq!(
