@@ -35,7 +35,8 @@
 
 use crate::worker::COALESCE;
 
-/// The deferral the worker starts with and returns to without pressure, in polls.
+/// The deferral the worker starts with and returns to without pressure, in polls, and
+/// the shortest unless the time bound allows fewer.
 pub(crate) const BASE: u64 = 32;
 /// The longest deferral, in polls, whatever the time bound allows.
 pub(crate) const MAX: u64 = 1024;
