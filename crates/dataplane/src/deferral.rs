@@ -123,25 +123,29 @@ impl Deferral {
         if polls < PERIOD {
             return self.polls;
         }
-        let (free, slots) = pool();
-        let poll_ns = now_ns.saturating_sub(self.since_ns) / polls;
-        // The most polls that last at most `max_wait_ns` at this period's poll length; at
-        // least one while deferring is on, however long the polls.
-        let allowed = match max_wait_ns {
-            0 => 0,
-            w => w.checked_div(poll_ns).unwrap_or(MAX).max(1),
-        };
         let (ran, small, enough) = (self.ran, self.small, self.enough);
-        let next = if ran == 0 {
+        self.polls = if max_wait_ns == 0 {
+            0
+        } else if ran == 0 {
+            // No pressure: back to the base. Not bounded by this period's poll length,
+            // which says nothing of a pressured poll's: an idle worker naps up to 1 ms a
+            // poll. The first period under pressure bounds it.
             BASE
-        } else if free * 4 < slots || enough * 2 > ran {
-            self.polls / 2
-        } else if small * 2 > ran && free * 2 >= slots {
-            self.polls * 2
         } else {
-            self.polls
+            let (free, slots) = pool();
+            let next = if free * 4 < slots || enough * 2 > ran {
+                self.polls / 2
+            } else if small * 2 > ran && free * 2 >= slots {
+                self.polls * 2
+            } else {
+                self.polls
+            };
+            // The most polls that last at most `max_wait_ns` at this period's poll length,
+            // and at least one, however long the polls.
+            let poll_ns = now_ns.saturating_sub(self.since_ns) / polls;
+            let allowed = max_wait_ns.checked_div(poll_ns).unwrap_or(MAX).max(1);
+            next.clamp(BASE, MAX).min(allowed)
         };
-        self.polls = next.clamp(BASE, MAX).min(allowed);
         self.ran = 0;
         self.small = 0;
         self.enough = 0;
@@ -292,6 +296,16 @@ mod tests {
         periods(&mut d, &mut poll, 3, &[8; 32], SLOTS);
         assert_eq!(d.polls(), 256);
         assert_eq!(periods(&mut d, &mut poll, 1, &[], SLOTS), [BASE]);
+        // However long its polls: an idle worker's naps are no pressured poll's length.
+        let mut now = poll * POLL_NS;
+        for _ in 0..PERIOD {
+            poll += 1;
+            now += 1_000_000;
+            d.tick(poll, now, DEFAULT_MAX_WAIT_NS, || {
+                unreachable!("no pressure")
+            });
+        }
+        assert_eq!(d.polls(), BASE);
     }
 
     #[test]
