@@ -39,6 +39,9 @@ use report::{Report, SuiteReport, SuiteRow};
 use session::{Session, median, median_report};
 use traffic::Offer;
 
+/// vrhost's default `[dataplane] max_deferral_us`.
+const DEFAULT_MAX_DEFERRAL_US: u64 = DEFAULT_MAX_DEFERRAL.as_micros() as u64;
+
 /// Options of `vrbench inproc`.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct Args {
@@ -130,7 +133,7 @@ pub(crate) struct Args {
     pub(crate) rx_coalesce_us: u64,
     /// The longest a VR's short backlog may wait for a fuller vector while the worker is
     /// under pressure, µs (vrhost's `[dataplane] max_deferral_us`; 0: never).
-    #[arg(long, default_value_t = DEFAULT_MAX_DEFERRAL.as_micros() as u64,
+    #[arg(long, default_value_t = DEFAULT_MAX_DEFERRAL_US,
           value_parser = clap::value_parser!(u64).range(0..=MAX_DEFERRAL.as_micros() as u64))]
     pub(crate) max_deferral_us: u64,
     /// Run the target scenarios (one VR, flow cache, 100 VRs, two workers, overload)
@@ -169,7 +172,7 @@ impl Default for Args {
             queue_per_vr: false,
             realtime: None,
             rx_coalesce_us: 0,
-            max_deferral_us: DEFAULT_MAX_DEFERRAL.as_micros() as u64,
+            max_deferral_us: DEFAULT_MAX_DEFERRAL_US,
             suite: false,
             json: false,
         }
@@ -320,7 +323,7 @@ impl Scenario {
         if self.rx_coalesce_us > 0 {
             f += &format!(" --rx-coalesce-us {}", self.rx_coalesce_us);
         }
-        if self.max_deferral_us != DEFAULT_MAX_DEFERRAL.as_micros() as u64 {
+        if self.max_deferral_us != DEFAULT_MAX_DEFERRAL_US {
             f += &format!(" --max-deferral-us {}", self.max_deferral_us);
         }
         f += &format!(

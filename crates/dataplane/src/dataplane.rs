@@ -317,7 +317,8 @@ pub struct WorkerStats {
     pub vrs_scanned: u64,
     /// How many polls a VR with a short backlog may be passed over under pressure, now: 32,
     /// more while most of the worker's packets run in small vectors (traffic spread over
-    /// many VRs), which trades their latency for fewer, fuller runs.
+    /// many VRs), which trades their latency for fewer, fuller runs; fewer if
+    /// [`Dataplane::set_max_deferral`]'s bound allows fewer, 0 with deferring off.
     pub deferral_polls: u64,
     /// Packets received.
     pub rx_packets: u64,
@@ -779,9 +780,9 @@ impl Dataplane {
     /// The bound is turned into polls at the poll length the worker measured over its last
     /// 64 polls, so it holds the fixed base of 32 polls too. Shorter deferrals run smaller
     /// vectors and so longer polls: a bound below what the worker's VRs need to gather a
-    /// few packets each cannot be met, and the deferral falls to one poll (1,000 VRs at
-    /// full load: a 2 ms bound carried 0.35 or 2.4 Mpps by the host's speed, 5–20 ms
-    /// 3.1–4.6, off 0.6–0.75; perf.md, session 43).
+    /// few packets each cannot be met, and the deferral falls to one poll. 1,000 VRs at
+    /// full load carried 0.12–0.18× as much with deferring off as with the default, and
+    /// about as little with a bound of 1–2 ms (perf.md, session 43).
     pub fn set_max_deferral(&self, d: Duration) -> Result<(), DpError> {
         if d > MAX_DEFERRAL {
             return Err(bad(

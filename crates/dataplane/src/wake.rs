@@ -5,9 +5,9 @@
 //! for it or once it has been passed over for the worker's deferral (`crate::deferral`:
 //! 32 polls or more unless its time bound allows fewer; see `worker.rs`): with traffic
 //! spread over many VRs each gets a few packets per poll and runs every few dozen polls.
-//! With the deferral at none (deferring turned off) pressure does not hold a VR back, and
-//! an empty one sleeps as without pressure. The scheduler used to find that out by asking every owned VR in every poll —
-//! its flags, its inject queue, its rings' levels: a few cache lines per VR per poll. That
+//! (With the deferral at none, deferring turned off, pressure holds no VR back and an
+//! empty one sleeps as without pressure.) The scheduler used to find out which VRs may run
+//! by asking every owned VR in every poll — its flags, its inject queue, its rings' levels: a few cache lines per VR per poll. That
 //! cost grew with the VR count, not with the traffic: 28 instructions per packet with 100
 //! VRs, 110 with 400, and with 1,000 VRs 532 of the 1,637 cycles a packet took (perf.md,
 //! session 34).

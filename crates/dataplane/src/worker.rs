@@ -253,8 +253,8 @@ impl Owned {
     /// idle if whatever comes for it is announced: on the owner (`on_owner`) by each
     /// worker's demux; where received, when its one ring is the one this worker's demux
     /// feeds (a ring handed over with the owner's duties is fed by a worker that announces
-    /// to itself). Not while injected frames wait for a
-    /// previous owner's fences, whose passing wakes nobody.
+    /// to itself). Not while injected frames wait for a previous owner's fences, whose
+    /// passing wakes nobody.
     #[inline(always)]
     fn rest(
         &mut self,
@@ -1547,9 +1547,10 @@ impl Worker {
     ///
     /// Under `pressure` a VR with fewer than [`COALESCE`] packets waiting is passed over
     /// until its deferral (the worker's, `crate::deferral`) runs out, and one with none is
-    /// left for as long: both sleep ([`crate::wake`]), so that the scan reads only VRs that may run, and
-    /// demux wakes them sooner when their packets come. Without pressure a VR with none
-    /// sleeps idle if only this worker's demux feeds it, which wakes it with its first packet.
+    /// left for as long: both sleep ([`crate::wake`]), so that the scan reads only VRs that
+    /// may run, and demux wakes them sooner when their packets come. Without pressure a VR
+    /// with none sleeps idle if only this worker's demux feeds it, which wakes it with its
+    /// first packet.
     fn schedule(&mut self, now_ns: u64, pressure: bool, budget: usize) -> usize {
         let (fairness, watchdog) = (self.sh.fairness(), self.sh.watchdog());
         let poll = self.sleep.now();
@@ -1650,9 +1651,9 @@ impl Worker {
     ///
     /// `coalesce` (the round-robin baseline only; the stride scheduler decides before it
     /// calls): under pressure (a receive queue gave a full burst this poll) a VR with a
-    /// short backlog waits for up to the worker's deferral (`crate::deferral`) or until [`COALESCE`] packets are
-    /// queued: with many VRs sharing a port, a burst of 256 split over 100 VRs would
-    /// otherwise run vectors of 2–3 packets, and every per-vector cost (FIB batch setup, tx
+    /// short backlog waits for up to the worker's deferral (`crate::deferral`) or until
+    /// [`COALESCE`] packets are queued: with many VRs sharing a port, a burst of 256 split
+    /// over 100 VRs would otherwise run vectors of 2–3 packets, and every per-vector cost (FIB batch setup, tx
     /// bursts) would be paid per packet — measured at 0.16× the one-VR rate. Without
     /// pressure every VR runs at once, so a lightly loaded router adds no latency.
     fn run_vr(

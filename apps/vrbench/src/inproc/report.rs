@@ -308,7 +308,7 @@ pub(crate) struct Report {
     /// Owned VRs the schedulers looked at, over all polls (asleep ones are skipped).
     pub(crate) vrs_scanned: u64,
     /// Per worker, at the window's end: how many polls a VR with a short backlog may wait
-    /// under pressure (32, more while most vectors are small).
+    /// under pressure (`WorkerStats::deferral_polls`).
     pub(crate) deferral_polls: Vec<u64>,
     pub(crate) workers: Vec<WorkerFig>,
 }
