@@ -494,6 +494,7 @@ fn delta(a: &VrStats, b: &VrStats) -> VrStats {
     for (x, y) in d.drops.iter_mut().zip(&b.drops) {
         *x -= y;
     }
+    d.ingress_wait = a.ingress_wait.since(&b.ingress_wait);
     d
 }
 

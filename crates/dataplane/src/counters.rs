@@ -12,6 +12,8 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+pub use crate::wait::{WaitCounters, WaitStats};
+
 /// One single-writer counter.
 #[derive(Debug, Default)]
 pub struct Counter(AtomicU64);
@@ -24,6 +26,12 @@ impl Counter {
             self.0.load(Ordering::Relaxed).wrapping_add(n),
             Ordering::Relaxed,
         );
+    }
+
+    /// Set it to `v`. Only the owning worker may call this.
+    #[inline(always)]
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed);
     }
 
     /// Current value.
@@ -181,6 +189,8 @@ pub struct VrCounters {
     pub watchdog_excused: Counter,
     /// Drops by reason.
     pub drops: [Counter; N_DROPS],
+    /// How long packets waited in the VR's ingress rings, sampled (see `crate::wait`).
+    pub ingress_wait: WaitCounters,
 }
 
 impl Default for VrCounters {
@@ -203,6 +213,7 @@ impl Default for VrCounters {
             watchdog_offences: Counter::default(),
             watchdog_excused: Counter::default(),
             drops: core::array::from_fn(|_| Counter::default()),
+            ingress_wait: WaitCounters::default(),
         }
     }
 }
@@ -288,6 +299,8 @@ pub struct VrStats {
     pub watchdog_excused: u64,
     /// Drops by reason, indexed like [`Drop::ALL`].
     pub drops: [u64; N_DROPS],
+    /// See [`VrCounters::ingress_wait`].
+    pub ingress_wait: WaitStats,
 }
 
 impl Default for VrStats {
@@ -310,6 +323,7 @@ impl Default for VrStats {
             watchdog_offences: 0,
             watchdog_excused: 0,
             drops: [0; N_DROPS],
+            ingress_wait: WaitStats::default(),
         }
     }
 }
@@ -356,6 +370,7 @@ impl VrStats {
             for (a, b) in s.drops.iter_mut().zip(&c.drops) {
                 *a += b.get();
             }
+            s.ingress_wait.add(&c.ingress_wait);
         }
         s
     }

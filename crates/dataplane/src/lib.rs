@@ -16,7 +16,8 @@
 //! * [`Worker`] — one forwarding thread's loop.
 //! * [`Vr`], [`Vif`], [`VrConfig`], [`VifConfig`], [`DemuxKey`] — the model.
 //! * [`Pool`], [`Pkt`], [`PktVec`] — packets and vectors.
-//! * [`counters`] — per-worker counters, drop reasons, nodes.
+//! * [`counters`] — per-worker counters, drop reasons, nodes; [`wait`] — how long packets
+//!   wait in a VR's ingress ring.
 
 pub mod counters;
 mod dataplane;
@@ -38,10 +39,11 @@ pub mod sched;
 mod tx;
 mod vector;
 mod vr;
+pub mod wait;
 mod wake;
 mod worker;
 
-pub use counters::{Drop, Node, NodeStats, PortStats, VifStats, VrStats};
+pub use counters::{Drop, Node, NodeStats, PortStats, VifStats, VrStats, WaitStats};
 pub use dataplane::{
     DEFAULT_FLOW_CACHE, DEFAULT_MAX_DEFERRAL, Dataplane, DataplaneConfig, MAX_DEFERRAL,
     MAX_FLOW_CACHE, MAX_MTU, MAX_WEIGHT, RunVrs, WorkerStats,

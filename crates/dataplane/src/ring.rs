@@ -10,24 +10,47 @@
 //! consumer reads `tail` with `Acquire` before reading those slots. The consumer publishes
 //! `head` with `Release` after moving packets out; the producer reads it with `Acquire` before
 //! reusing the slots.
+//!
+//! **The wait probe.** A VR's ingress ring also tells how long packets wait in it, on a
+//! sample: a publish that stamps ([`Producer::publish_stamped`]) marks its first packet with
+//! the time, unless an earlier mark is still out; the consumer, once it has taken the marked
+//! packet, takes the stamp ([`Consumer::take_probe`]) and so frees the mark for the next
+//! publish. One sample per mark's round trip (about one per vector the VR runs), nothing per
+//! packet, and the probe shares the line the producer writes `tail` to anyway. Ordering:
+//! the producer writes the stamp, then the mark's position (`Release`); the consumer reads
+//! the position (`Acquire`), then the stamp, then frees the mark (`Release`), which the
+//! producer reads (`Acquire`) before writing the next stamp.
 
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 
 use crate::pool::Pkt;
 use crate::vector::PktVec;
 
+/// No wait probe is out (see the module doc).
+const NO_PROBE: usize = usize::MAX;
+
+/// The producer's published index and the wait probe, on one line.
+struct Tail {
+    /// Next position the producer writes (written by the producer only).
+    pos: AtomicUsize,
+    /// The position of the packet the probe marks, or [`NO_PROBE`]: set by the producer,
+    /// cleared by the consumer.
+    probe: AtomicUsize,
+    /// When the marked packet was published (the producer's clock, in ns).
+    probe_ns: AtomicU64,
+}
+
 struct Shared {
     buf: Box<[UnsafeCell<MaybeUninit<Pkt>>]>,
     mask: usize,
     /// Next position the consumer reads (written by the consumer only).
     head: CachePadded<AtomicUsize>,
-    /// Next position the producer writes (written by the producer only).
-    tail: CachePadded<AtomicUsize>,
+    tail: CachePadded<Tail>,
     /// The consumer's side was closed (its VR removed): nobody waits for what is in the
     /// ring any more, so every [`Mark`] has passed.
     closed: AtomicBool,
@@ -42,14 +65,14 @@ unsafe impl Send for Shared {}
 // SAFETY: `buf` points into the buffer owned by `s` (an `Arc<Shared>`, itself Send + Sync)
 // and is only used as `s.buf` would be, by the producer's single owner.
 unsafe impl Send for Producer {}
-// SAFETY: `tail` points at `s.tail`, an atomic owned by `s` (Send + Sync), only loaded.
+// SAFETY: `tail` points at `s.tail`, atomics owned by `s` (Send + Sync).
 unsafe impl Send for Consumer {}
 
 impl Drop for Shared {
     fn drop(&mut self) {
         // Drop the handles still queued (their slots leak; owners drain rings into the pool
         // before letting them go, see `Consumer::drain`).
-        let (h, t) = (*self.head.get_mut(), *self.tail.get_mut());
+        let (h, t) = (*self.head.get_mut(), *self.tail.pos.get_mut());
         for i in h..t {
             // SAFETY: positions in [head, tail) hold initialised handles.
             unsafe { self.buf[i & self.mask].get_mut().assume_init_drop() };
@@ -90,7 +113,7 @@ const _: () = assert!(core::mem::size_of::<Producer>() == 40);
 pub struct Consumer {
     s: Arc<Shared>,
     /// `&s.tail` (it lives as long as `s`).
-    tail: *const AtomicUsize,
+    tail: *const Tail,
     head: usize,
     tail_cache: usize,
 }
@@ -118,7 +141,11 @@ pub fn ring(capacity: usize) -> (Producer, Consumer) {
         buf,
         mask: cap - 1,
         head: CachePadded::new(AtomicUsize::new(0)),
-        tail: CachePadded::new(AtomicUsize::new(0)),
+        tail: CachePadded::new(Tail {
+            pos: AtomicUsize::new(0),
+            probe: AtomicUsize::new(NO_PROBE),
+            probe_ns: AtomicU64::new(0),
+        }),
         closed: AtomicBool::new(false),
     });
     (
@@ -131,7 +158,7 @@ pub fn ring(capacity: usize) -> (Producer, Consumer) {
             head_cache: 0,
         },
         Consumer {
-            tail: &*s.tail as *const AtomicUsize,
+            tail: &*s.tail as *const Tail,
             s,
             head: 0,
             tail_cache: 0,
@@ -247,7 +274,22 @@ impl Producer {
     pub fn publish(&mut self) {
         if self.staged() != 0 {
             self.published = self.tail as u32;
-            self.s.tail.store(self.tail, Ordering::Release);
+            self.s.tail.pos.store(self.tail, Ordering::Release);
+        }
+    }
+
+    /// [`Producer::publish`], and mark the first staged packet with `now_ns` if no mark is
+    /// out (the wait probe: see the module doc).
+    #[inline(always)]
+    pub fn publish_stamped(&mut self, now_ns: u64) {
+        if self.staged() != 0 {
+            let t = &self.s.tail;
+            if t.probe.load(Ordering::Acquire) == NO_PROBE {
+                t.probe_ns.store(now_ns, Ordering::Relaxed);
+                t.probe.store(self.published(), Ordering::Release);
+            }
+            self.published = self.tail as u32;
+            t.pos.store(self.tail, Ordering::Release);
         }
     }
 
@@ -326,7 +368,23 @@ impl Consumer {
     #[inline(always)]
     fn tail_index(&self) -> usize {
         // SAFETY: `tail` points at `s.tail`, alive while `s` is.
-        unsafe { &*self.tail }.load(Ordering::Acquire)
+        unsafe { &*self.tail }.pos.load(Ordering::Acquire)
+    }
+
+    /// The stamp of the wait probe's packet (see the module doc) once this consumer has
+    /// taken that packet, freeing the mark for the next publish; `None` while no mark is out
+    /// or its packet still waits.
+    #[inline]
+    pub fn take_probe(&mut self) -> Option<u64> {
+        // SAFETY: `tail` points at `s.tail`, alive while `s` is.
+        let t = unsafe { &*self.tail };
+        let at = t.probe.load(Ordering::Acquire);
+        if at == NO_PROBE || at >= self.head {
+            return None;
+        }
+        let ns = t.probe_ns.load(Ordering::Relaxed);
+        t.probe.store(NO_PROBE, Ordering::Release);
+        Some(ns)
     }
 
     /// Whether no packet waits (a snapshot).
@@ -398,11 +456,13 @@ impl Consumer {
     }
 
     /// Hand every waiting packet to `f` (used to return them to the pool when a ring is
-    /// retired).
+    /// retired, or a quarantined VR's packets are dropped). A wait probe on one of them is
+    /// dropped too: those packets were not taken to be run.
     pub fn drain(&mut self, mut f: impl FnMut(Pkt)) {
         while let Some(p) = self.pop() {
             f(p);
         }
+        let _ = self.take_probe();
     }
 }
 
@@ -459,7 +519,7 @@ mod tests {
     fn ring_at(capacity: usize, at: usize) -> (Producer, Consumer) {
         let (mut tx, mut rx) = ring(capacity);
         tx.s.head.store(at, Ordering::Relaxed);
-        tx.s.tail.store(at, Ordering::Relaxed);
+        tx.s.tail.pos.store(at, Ordering::Relaxed);
         (tx.tail, tx.head_cache, tx.published) = (at, at, at as u32);
         (rx.head, rx.tail_cache) = (at, at);
         (tx, rx)
@@ -528,6 +588,91 @@ mod tests {
         assert_eq!(rx.pop_burst(&mut got, 8), 8);
         pool.free_all(&mut got);
         assert_eq!(pool.available(), 16);
+    }
+
+    /// The wait probe marks the first packet of a stamped publish while no mark is out; the
+    /// consumer gets the stamp once it has taken that packet, and only then may the next
+    /// publish mark one. A plain publish marks nothing.
+    #[test]
+    fn the_wait_probe_marks_one_packet_at_a_time() {
+        let pool = Pool::new(16);
+        let (mut tx, mut rx) = ring(16);
+        let mut got = PktVec::new();
+        let stage = |tx: &mut Producer, n: usize| {
+            for _ in 0..n {
+                tx.stage(pool.alloc().unwrap()).unwrap();
+            }
+        };
+        stage(&mut tx, 2);
+        tx.publish();
+        rx.pop_burst(&mut got, 16);
+        assert_eq!(rx.take_probe(), None, "a plain publish marks nothing");
+        // Marked at 100: positions 2..5; another publish at 200 may not mark while it is out.
+        stage(&mut tx, 3);
+        tx.publish_stamped(100);
+        assert_eq!(rx.take_probe(), None, "its packet still waits");
+        stage(&mut tx, 2);
+        tx.publish_stamped(200);
+        // Taking the marked packet (position 2) is what counts, not the whole publish.
+        rx.pop_burst(&mut got, 1);
+        assert_eq!(rx.take_probe(), Some(100));
+        assert_eq!(rx.take_probe(), None, "a stamp is taken once");
+        rx.pop_burst(&mut got, 16);
+        assert_eq!(
+            rx.take_probe(),
+            None,
+            "the publish at 200 found the mark out"
+        );
+        // Free again: the next stamped publish marks its first packet.
+        stage(&mut tx, 1);
+        tx.publish_stamped(300);
+        stage(&mut tx, 1);
+        tx.publish_stamped(400);
+        rx.pop_burst(&mut got, 16);
+        assert_eq!(rx.take_probe(), Some(300));
+        assert_eq!(got.len(), 9);
+        pool.free_all(&mut got);
+    }
+
+    /// The probe across threads: every stamp the consumer takes is one a publish made, in
+    /// order, and the producer marks again after each is taken.
+    #[test]
+    fn the_wait_probe_crosses_threads() {
+        let pool = Pool::new(1024);
+        let (mut tx, mut rx) = ring(256);
+        let p2 = pool.clone();
+        let producer = std::thread::spawn(move || {
+            let mut t = 0u64;
+            let mut sent = 0;
+            while sent < 20_000 {
+                if tx.room(4) >= 4 {
+                    for _ in 0..4 {
+                        tx.stage(p2.alloc().unwrap()).unwrap();
+                    }
+                    t += 1;
+                    tx.publish_stamped(t);
+                    sent += 4;
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            tx
+        });
+        let (mut taken, mut stamps) = (0, Vec::new());
+        let mut v = PktVec::new();
+        while taken < 20_000 {
+            let n = rx.pop_burst(&mut v, 7);
+            taken += n;
+            pool.free_all(&mut v);
+            if let Some(s) = rx.take_probe() {
+                stamps.push(s);
+            }
+        }
+        let _tx = producer.join().unwrap();
+        assert!(stamps.len() > 1, "{stamps:?}");
+        assert!(stamps.windows(2).all(|w| w[0] < w[1]), "{stamps:?}");
+        assert!(stamps.iter().all(|&s| (1..=5000).contains(&s)));
+        assert_eq!(pool.available(), 1024);
     }
 
     #[test]

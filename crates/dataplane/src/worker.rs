@@ -1377,7 +1377,7 @@ impl Worker {
             0
         };
         let pushed = prod.staged();
-        prod.publish();
+        prod.publish_stamped(now);
         c.rx_packets.add(pushed as u64);
         c.rx_bytes.add(core::mem::take(&mut l.burst_bytes));
         policed
@@ -1699,7 +1699,12 @@ impl Worker {
         let nc = o.consumers.len();
         for k in 0..nc {
             let i = (o.next_consumer + k) % nc;
-            o.consumers[i].pop_burst(&mut input, VECTOR - injected);
+            let ring = &mut o.consumers[i];
+            ring.pop_burst(&mut input, VECTOR - injected);
+            if let Some(at) = ring.take_probe() {
+                let waited = now_ns.saturating_sub(at);
+                l.snap.vr.counters[self.id].ingress_wait.record(waited);
+            }
             if input.len() + injected == VECTOR {
                 break;
             }

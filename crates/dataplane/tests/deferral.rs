@@ -14,8 +14,8 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-use vrhost_dataplane::VrConfig;
 use vrhost_dataplane::counters::Drop;
+use vrhost_dataplane::{VrConfig, WaitStats};
 use vrhost_wire::EthernetAddress;
 
 /// VRs: a burst of 256 spread over them gives each a packet every fourth poll.
@@ -223,5 +223,55 @@ fn the_operators_bound_caps_the_deferral_and_zero_turns_it_off() {
             .unwrap_err();
     assert!(e.to_string().contains("max_deferral"), "{e}");
     assert_eq!(r.dp.max_deferral(), Duration::ZERO);
+    s.finish(&mut r);
+}
+
+/// Every VR's ingress waits summed.
+fn waits(r: &Rig) -> WaitStats {
+    let mut w = WaitStats::default();
+    for i in 0..N {
+        w.merge(&r.dp.vr(&format!("v{i}")).unwrap().stats().ingress_wait);
+    }
+    w
+}
+
+/// The waits the rings measured (`vrhost_dataplane::wait`) are what the deferral does:
+/// under a 1 ms bound (50 polls) a VR's packets wait about the whole deferral, since a VR
+/// gets a packet every fourth poll and so never gathers a vector sooner, and no longer than
+/// the bound and the poll or two a VR whose deferral ran out may wait for the poll's budget.
+/// Deferring off, each packet runs in the poll it came.
+#[test]
+fn packets_wait_about_a_deferral_and_within_its_bound() {
+    let (mut r, mut s) = (rig(), Streams::new());
+    r.dp.set_max_deferral(Duration::from_millis(1)).unwrap();
+    assert_eq!(s.deferrals(&mut r, 512), [32, 50]);
+    let (w0, v0) = (waits(&r), runs(&r).1);
+    s.steady(&mut r, 256, 50);
+    let (w1, v1) = (waits(&r), runs(&r).1);
+    let d = w1.since(&w0);
+    // Each vector drained its VR's ring, and packets came between any two: one sample each.
+    assert_eq!(d.samples(), v1 - v0, "one sample a vector");
+    let mean = d.mean().unwrap();
+    assert!(
+        mean > Duration::from_micros(800) && mean <= Duration::from_millis(1),
+        "mean wait {mean:?} under a deferral of 50 polls of 20 µs"
+    );
+    assert!(
+        w1.max_ns <= 1_100_000,
+        "the longest wait, {} ns, under a 1 ms bound",
+        w1.max_ns
+    );
+    // Off: once what waited under the deferral has run, nothing waits past its poll.
+    r.dp.set_max_deferral(Duration::ZERO).unwrap();
+    s.steady(&mut r, 128, 0);
+    let w2 = waits(&r);
+    s.steady(&mut r, 256, 0);
+    let d = waits(&r).since(&w2);
+    assert_eq!(d.samples(), 256 * u64::from(BURST), "vectors of one packet");
+    assert_eq!(
+        (d.buckets[0], d.sum_ns),
+        (d.samples(), 0),
+        "deferring off: {d:?}"
+    );
     s.finish(&mut r);
 }
