@@ -268,8 +268,18 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
     if let Some(vrs) = v.get("vrs").and_then(Value::as_array) {
         println!();
         println!(
-            "{:<16} {:>4} {:>6} {:>6} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8}  STATE",
-            "VR", "VIFS", "WEIGHT", "WORKER", "RX", "TX", "PUNTED", "INJECTED", "DROPS", "CYC/PKT"
+            "{:<16} {:>4} {:>6} {:>6} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8} {:>9}  STATE",
+            "VR",
+            "VIFS",
+            "WEIGHT",
+            "WORKER",
+            "RX",
+            "TX",
+            "PUNTED",
+            "INJECTED",
+            "DROPS",
+            "CYC/PKT",
+            "P99-WAIT"
         );
         for r in vrs {
             let worker = match r["pinned"].as_bool() {
@@ -277,7 +287,7 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
                 _ => n(&r["worker"]).to_string(),
             };
             println!(
-                "{:<16} {:>4} {:>6} {:>6} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8.0}  {}",
+                "{:<16} {:>4} {:>6} {:>6} {:>12} {:>12} {:>8} {:>8} {:>8} {:>8.0} {:>9}  {}",
                 r["name"].as_str().unwrap_or("?"),
                 n(&r["vifs"]),
                 n(&r["weight"]),
@@ -288,10 +298,16 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
                 n(&r["injected"]),
                 n(&r["drops"]),
                 r["cycles_per_packet"].as_f64().unwrap_or(0.0),
+                r["ingress_wait"]["p99_us"]
+                    .as_f64()
+                    .map_or("-".into(), |u| format!("{u:.0}us")),
                 r["state"].as_str().unwrap_or("?"),
             );
         }
-        println!("(worker* = pinned by config)");
+        println!(
+            "(worker* = pinned by config; P99-WAIT: 99 % of sampled packets waited at most this \
+             long in the VR's ingress ring)"
+        );
     }
     if let Some(ws) = v.get("workers").and_then(Value::as_array) {
         // HELD-OFF-MS: time the host kept the worker off its core since it started (other
@@ -416,6 +432,18 @@ fn print_show(v: &Value) -> anyhow::Result<()> {
         for (k, x) in d {
             println!("    {k:<24} {:>12}", n(x));
         }
+    }
+    let w = &v["ingress_wait"];
+    if n(&w["samples"]) > 0 {
+        let us = |x: &Value| x.as_f64().map_or("-".into(), |u| format!("{u:.1}"));
+        println!(
+            "  ingress wait (µs, {} packets sampled): mean {}  p50 {}  p99 {}  max {}",
+            n(&w["samples"]),
+            us(&w["mean_us"]),
+            us(&w["p50_us"]),
+            us(&w["p99_us"]),
+            us(&w["max_us"]),
+        );
     }
     println!(
         "  {:<8} {:<18} {:>5} {:<6} {:>12} {:>12}",

@@ -33,7 +33,7 @@ use vrhost_control::punt::ControlPlane;
 use vrhost_control::sync::SyncOptions;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Watchdog};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, WaitStats, Watchdog};
 use vrhost_fib::NextHop;
 use vrhost_io::offcpu;
 use vrhost_io::quickpath::Quickpath;
@@ -670,6 +670,7 @@ impl Daemon {
                 "taps_recreated": info.taps_recreated,
             },
             "drops": drops,
+            "ingress_wait": wait_json(&s.ingress_wait, true),
             "vifs": vifs,
             "sync": sync,
             "problems": info.problems,
@@ -793,6 +794,7 @@ impl Daemon {
                     "cycles_per_packet": if s.scheduled == 0 { 0.0 } else { s.cycles as f64 / s.scheduled as f64 },
                     "watchdog_offences": s.watchdog_offences,
                     "watchdog_excused": s.watchdog_excused,
+                    "ingress_wait": wait_json(&s.ingress_wait, false),
                 })
             })
             .collect();
@@ -956,6 +958,33 @@ impl Daemon {
         self.ports.clear();
         info!("stopped");
     }
+}
+
+/// How long a VR's packets waited in its ingress rings since it was made (sampled; see
+/// `vrhost_dataplane::wait`), in µs: quantiles are their bucket's upper bound (within 25 %),
+/// `null` before any sample. With `buckets`, every nonempty bucket as `[from, to, count]`
+/// (`to` is `null` for the last, open one).
+fn wait_json(w: &WaitStats, buckets: bool) -> Value {
+    let us = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e6);
+    let mut v = json!({
+        "samples": w.samples(),
+        "mean_us": us(w.mean()),
+        "p50_us": us(w.quantile(0.5)),
+        "p99_us": us(w.quantile(0.99)),
+        "max_us": (w.samples() > 0).then(|| w.max_ns as f64 / 1e3),
+    });
+    if buckets {
+        let b: Vec<Value> = (w.buckets.iter().enumerate())
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| {
+                let (lo, hi) = vrhost_dataplane::wait::bounds(i);
+                let hi = (hi != u64::MAX).then(|| hi as f64 / 1e3);
+                json!([lo as f64 / 1e3, hi, c])
+            })
+            .collect();
+        v["buckets"] = b.into();
+    }
+    v
 }
 
 fn add_vr(

@@ -170,10 +170,16 @@ fn a_neighbour_unknown_to_the_data_plane_is_resolved_through_the_namespace() {
     // Later packets are forwarded by the data plane, not punted.
     let punted = show["counters"]["punted"].as_u64().unwrap();
     assert_eq!(ping(&lab, 0, &b4, 20, "0.02"), (20, 20));
-    let after = ctl_json(&d, &["show", "vr0"])["counters"]["punted"]
-        .as_u64()
-        .unwrap();
+    let show = ctl_json(&d, &["show", "vr0"]);
+    let after = show["counters"]["punted"].as_u64().unwrap();
     assert!(after - punted < 5, "punted {} more", after - punted);
+    // Each echo and reply ran as a vector of its own, and each vector's first packet is
+    // timed through the VR's ingress ring (`ctl show`'s ingress wait).
+    let w = &show["ingress_wait"];
+    assert!(w["samples"].as_u64().unwrap() >= 40, "{w}");
+    let (p99, max) = (w["p99_us"].as_f64().unwrap(), w["max_us"].as_f64().unwrap());
+    assert!(p99 <= max * 1.25 + 1.1 && max < 1e6, "{w}");
+    assert!(!w["buckets"].as_array().unwrap().is_empty(), "{w}");
 }
 
 #[test]
