@@ -564,6 +564,9 @@ mod tests {
         // Packets still in flight at the end are in ingress rings or staged: at most a poll's.
         let carried: u64 = r.workers.iter().map(|w| w.carried).sum();
         assert!(generated - carried <= (256 * sc.workers) as u64);
+        // The ingress rings timed a packet of each vector.
+        let w = &r.vr.ingress_wait;
+        assert!(w.samples > 0 && w.p99_us.is_some(), "{w:?}");
         r
     }
 

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 use vrhost_dataplane::counters::N_DROPS;
-use vrhost_dataplane::{Drop, Node, PortStats};
+use vrhost_dataplane::{Drop, Node, PortStats, WaitStats};
 
 use super::session::Timed;
 use super::topo::Built;
@@ -34,6 +34,8 @@ struct VrSum {
     flow_hits: u64,
     flow_misses: u64,
     neigh_miss: u64,
+    /// Ingress waits, every VR's merged.
+    wait: WaitStats,
 }
 
 /// Every counter the report uses, read at one moment.
@@ -75,6 +77,7 @@ impl Snap {
             vr.flow_hits += s.flow_hits;
             vr.flow_misses += s.flow_misses;
             vr.neigh_miss += s.neigh_miss;
+            vr.wait.merge(&s.ingress_wait);
         }
         let ports = (0..b.dp.ports().len() as u16)
             .map(|p| b.dp.port_stats(p).unwrap_or_default())
@@ -141,6 +144,7 @@ impl Snap {
                 flow_hits: self.vr.flow_hits - b.vr.flow_hits,
                 flow_misses: self.vr.flow_misses - b.vr.flow_misses,
                 neigh_miss: self.vr.neigh_miss - b.vr.neigh_miss,
+                wait: self.vr.wait.since(&b.vr.wait),
             },
             ports: self
                 .ports
@@ -246,6 +250,32 @@ pub(crate) struct VrFig {
     pub(crate) flow_misses: u64,
     pub(crate) flow_hit_ratio: f64,
     pub(crate) neigh_miss: u64,
+    pub(crate) ingress_wait: WaitFig,
+}
+
+/// How long packets waited in their VR's ingress ring, every VR's samples together (one
+/// packet a vector, see `vrhost_dataplane::wait`), in µs. Quantiles and the longest are
+/// their bucket's upper bound (within 25 %); `None` without samples.
+#[derive(Debug, Serialize)]
+pub(crate) struct WaitFig {
+    pub(crate) samples: u64,
+    pub(crate) mean_us: Option<f64>,
+    pub(crate) p50_us: Option<f64>,
+    pub(crate) p99_us: Option<f64>,
+    pub(crate) max_us: Option<f64>,
+}
+
+impl WaitFig {
+    fn new(w: &WaitStats) -> WaitFig {
+        let us = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64() * 1e6);
+        WaitFig {
+            samples: w.samples(),
+            mean_us: us(w.mean()),
+            p50_us: us(w.quantile(0.5)),
+            p99_us: us(w.quantile(0.99)),
+            max_us: us(w.quantile(1.0)),
+        }
+    }
 }
 
 /// A port's counters.
@@ -466,6 +496,7 @@ pub(crate) fn make(
             flow_misses: d.vr.flow_misses,
             flow_hit_ratio: d.vr.flow_hits as f64 / lookups.max(1) as f64,
             neigh_miss: d.vr.neigh_miss,
+            ingress_wait: WaitFig::new(&d.vr.wait),
         },
         ports: b
             .dp
@@ -618,6 +649,19 @@ pub(crate) fn print(r: &Report) {
         v.neigh_miss,
         r.returned_to_port0
     );
+    let w = &v.ingress_wait;
+    if w.samples > 0 {
+        let us = |x: Option<f64>| x.map_or("-".into(), |u| format!("{u:.1}"));
+        println!(
+            "  ingress wait (µs; {} packets sampled, one a vector): mean {}, p50 {}, p99 {}, \
+             max {}",
+            w.samples,
+            us(w.mean_us),
+            us(w.p50_us),
+            us(w.p99_us),
+            us(w.max_us)
+        );
+    }
     for p in &r.ports {
         println!(
             "  port {}: rx {} tx {} tx-full {} rx-dropped {}",
