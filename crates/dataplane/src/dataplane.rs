@@ -782,7 +782,8 @@ impl Dataplane {
     /// vectors and so longer polls: a bound below what the worker's VRs need to gather a
     /// few packets each cannot be met, and the deferral falls to one poll. 1,000 VRs at
     /// full load carried 0.12–0.18× as much with deferring off as with the default, and
-    /// about as little with a bound of 1–2 ms (perf.md, session 43).
+    /// about as little with a bound of 1–2 ms (perf.md, session 43). What packets really
+    /// waited: each VR's [`crate::VrStats::ingress_wait`] (see `crate::wait`).
     pub fn set_max_deferral(&self, d: Duration) -> Result<(), DpError> {
         if d > MAX_DEFERRAL {
             return Err(bad(

@@ -26,6 +26,9 @@
 //! A VR already asleep when the deferral shrinks keeps the deadline it was given (see
 //! `crate::wake`), which the bound that held then still bounds.
 //!
+//! The waits this causes are measured, not only bounded: each VR's ingress rings time a
+//! packet of about every vector (`crate::wait`).
+//!
 //! Why the guards: a deferral costs latency (a deferred packet waits up to it) and slots
 //! (every deferred packet holds one; an exhausted pool drops at the NIC, before any VR's
 //! fair share is looked at). And why vectors decide: a worker with one overloaded VR and
