@@ -149,7 +149,11 @@ nodes! {
 pub const N_NODES: usize = Node::ALL.len();
 
 /// One worker's counters for one VR.
+///
+/// `repr(C)`: in this order, what a vector's run writes lies on few lines (see
+/// `ingress_wait`).
 #[derive(Debug)]
+#[repr(C)]
 pub struct VrCounters {
     /// Packets admitted to the VR (queued on its ingress ring).
     pub rx_packets: Counter,
@@ -181,6 +185,10 @@ pub struct VrCounters {
     /// took over 4× the VR's recent cost per packet counts at that cost instead: it was
     /// preempted, and the time was the OS's, not the VR's.
     pub cycles: Counter,
+    /// How long packets waited in the VR's ingress rings, sampled (see `crate::wait`).
+    /// Here, so that its sum and longest share the line of `vectors`, which the same
+    /// vector writes: a sample costs the line of its bucket alone.
+    pub ingress_wait: WaitCounters,
     /// Vectors that held the core longer than the watchdog's budget.
     pub watchdog_offences: Counter,
     /// Vectors over the watchdog's budget on the clock that were not offences: the first of
@@ -189,8 +197,6 @@ pub struct VrCounters {
     pub watchdog_excused: Counter,
     /// Drops by reason.
     pub drops: [Counter; N_DROPS],
-    /// How long packets waited in the VR's ingress rings, sampled (see `crate::wait`).
-    pub ingress_wait: WaitCounters,
 }
 
 impl Default for VrCounters {
@@ -212,8 +218,8 @@ impl Default for VrCounters {
             cycles: Counter::default(),
             watchdog_offences: Counter::default(),
             watchdog_excused: Counter::default(),
-            drops: core::array::from_fn(|_| Counter::default()),
             ingress_wait: WaitCounters::default(),
+            drops: core::array::from_fn(|_| Counter::default()),
         }
     }
 }
@@ -447,4 +453,21 @@ pub struct NodeStats {
     pub cycles_per_packet: f64,
     /// Drops this node counted, by reason (all VRs and the demux drops).
     pub drops: Vec<(Drop, u64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A vector's run writes `vectors`, `scheduled`, `cycles` and, with a wait sample, the
+    /// wait's sum and longest: one line (of 64 bytes, within the 128 a block is aligned to).
+    #[test]
+    fn a_vectors_counters_share_a_line() {
+        let c = VrCounters::default();
+        let base = &c as *const VrCounters as usize;
+        let line = |f: &Counter| (f as *const Counter as usize - base) / 64;
+        let w = &c.ingress_wait;
+        let lines = [&c.vectors, &c.scheduled, &c.cycles, &w.sum_ns, &w.max_ns].map(line);
+        assert!(lines.iter().all(|&l| l == lines[0]), "{lines:?}");
+    }
 }

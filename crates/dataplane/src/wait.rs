@@ -61,11 +61,15 @@ pub fn bounds(i: usize) -> (u64, u64) {
 }
 
 /// One worker's wait histogram for one VR (single writer, see `crate::counters`).
+///
+/// `repr(C)`, sum and longest first: they are written with every sample, and
+/// `VrCounters` puts them on the line its vector counters share.
 #[derive(Debug)]
+#[repr(C)]
 pub struct WaitCounters {
+    pub(crate) sum_ns: Counter,
+    pub(crate) max_ns: Counter,
     buckets: [Counter; N_WAIT_BUCKETS],
-    sum_ns: Counter,
-    max_ns: Counter,
 }
 
 impl Default for WaitCounters {
