@@ -146,7 +146,7 @@ impl WaitStats {
     }
 
     /// The wait that a fraction `q` (0..=1) of the samples did not exceed, as the upper
-    /// bound of its bucket (at most the longest wait): an overestimate by under 25 %. `None`
+    /// bound of its bucket (at most the longest wait): an overestimate by at most 25 %. `None`
     /// without samples.
     pub fn quantile(&self, q: f64) -> Option<Duration> {
         let n = self.samples();
