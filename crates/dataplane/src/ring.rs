@@ -282,15 +282,12 @@ impl Producer {
     /// out (the wait probe: see the module doc).
     #[inline(always)]
     pub fn publish_stamped(&mut self, now_ns: u64) {
-        if self.staged() != 0 {
-            let t = &self.s.tail;
-            if t.probe.load(Ordering::Acquire) == NO_PROBE {
-                t.probe_ns.store(now_ns, Ordering::Relaxed);
-                t.probe.store(self.published(), Ordering::Release);
-            }
-            self.published = self.tail as u32;
-            t.pos.store(self.tail, Ordering::Release);
+        let t = &self.s.tail;
+        if self.staged() != 0 && t.probe.load(Ordering::Acquire) == NO_PROBE {
+            t.probe_ns.store(now_ns, Ordering::Relaxed);
+            t.probe.store(self.published(), Ordering::Release);
         }
+        self.publish();
     }
 
     /// Packets queued and not yet taken by the consumer. The cached view of the consumer's
