@@ -7,10 +7,10 @@
 //! spread over many VRs each gets a few packets per poll and runs every few dozen polls.
 //! (With the deferral at none, deferring turned off, pressure holds no VR back and an
 //! empty one sleeps as without pressure.) The scheduler used to find out which VRs may run
-//! by asking every owned VR in every poll — its flags, its inject queue, its rings' levels: a few cache lines per VR per poll. That
-//! cost grew with the VR count, not with the traffic: 28 instructions per packet with 100
-//! VRs, 110 with 400, and with 1,000 VRs 532 of the 1,637 cycles a packet took (perf.md,
-//! session 34).
+//! by asking every owned VR in every poll — its flags, its inject queue, its rings' levels:
+//! a few cache lines per VR per poll. That cost grew with the VR count, not with the
+//! traffic: 28 instructions per packet with 100 VRs, 110 with 400, and with 1,000 VRs 532
+//! of the 1,637 cycles a packet took (perf.md, session 34).
 //!
 //! Now a VR the scan passes over under pressure — deferred, or with nothing queued — sleeps
 //! until its deferral runs out ([`Sleep`]: a poll number per VR, one dense array the scan

@@ -1653,9 +1653,10 @@ impl Worker {
     /// calls): under pressure (a receive queue gave a full burst this poll) a VR with a
     /// short backlog waits for up to the worker's deferral (`crate::deferral`) or until
     /// [`COALESCE`] packets are queued: with many VRs sharing a port, a burst of 256 split
-    /// over 100 VRs would otherwise run vectors of 2–3 packets, and every per-vector cost (FIB batch setup, tx
-    /// bursts) would be paid per packet — measured at 0.16× the one-VR rate. Without
-    /// pressure every VR runs at once, so a lightly loaded router adds no latency.
+    /// over 100 VRs would otherwise run vectors of 2–3 packets, and every per-vector cost
+    /// (FIB batch setup, tx bursts) would be paid per packet — measured at 0.16× the one-VR
+    /// rate. Without pressure every VR runs at once, so a lightly loaded router adds no
+    /// latency.
     fn run_vr(
         &mut self,
         vr: VrId,
