@@ -6,40 +6,53 @@
 //! for themselves and run it again while it is disturbed, up to a limit; this is the loop
 //! they share.
 
+/// How many runs a trial took, and which of them counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Runs {
+    /// Runs made (1 to the limit).
+    pub(crate) made: u32,
+    /// The run whose result counted, from 1.
+    pub(crate) counted: u32,
+}
+
 /// Run `attempt(n)` for n = 1, 2, … up to `max` (at least one run) until one is quiet.
 /// Each run returns its result, a rank (lower is less disturbed) and whether it was quiet.
-/// Returns the result of lowest rank (the first of equals) and the runs made.
+/// Returns the result of lowest rank (the first of equals), the runs made and which one
+/// that was.
 pub(crate) fn least_disturbed<T, R: PartialOrd, E>(
     max: u32,
     mut attempt: impl FnMut(u32) -> Result<(T, R, bool), E>,
-) -> Result<(T, u32), E> {
-    let mut best: Option<(R, T)> = None;
-    let mut runs = 0;
+) -> Result<(T, Runs), E> {
+    let mut best: Option<(R, T, u32)> = None;
+    let mut made = 0;
     for n in 1..=max.max(1) {
-        runs = n;
+        made = n;
         let (t, rank, quiet) = attempt(n)?;
-        if best.as_ref().is_none_or(|(b, _)| rank < *b) {
-            best = Some((rank, t));
+        if best.as_ref().is_none_or(|(b, _, _)| rank < *b) {
+            best = Some((rank, t, n));
         }
         if quiet {
             break;
         }
     }
-    let (_, t) = best.expect("at least one run");
-    Ok((t, runs))
+    let (_, t, counted) = best.expect("at least one run");
+    Ok((t, Runs { made, counted }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Scripted runs: (rank, quiet) per run, the result being the run's number.
+    /// Scripted runs: (rank, quiet) per run, the result being the run's number; returns
+    /// (the result, runs made), having checked that `counted` names the result's run.
     fn script(runs: &[(u32, bool)], max: u32) -> (u32, u32) {
-        least_disturbed::<_, _, ()>(max, |n| {
+        let (t, r) = least_disturbed::<_, _, ()>(max, |n| {
             let (rank, quiet) = runs[n as usize - 1];
             Ok((n, rank, quiet))
         })
-        .unwrap()
+        .unwrap();
+        assert_eq!(r.counted, t, "{runs:?}");
+        (t, r.made)
     }
 
     #[test]

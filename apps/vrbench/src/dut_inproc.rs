@@ -310,7 +310,7 @@ impl InprocDut {
         //   tester's vCPU too: a tester that missed a quarter ring's worth of frames in an
         //   attempt that lost frames counts the same (a CI run on a host at half its speed:
         //   26,010 missed and 15 % lost at 0.5 Mpps, with no run delay).
-        let ((d, t, last, sent, run_queue), attempts) = least_disturbed(3, |attempt| {
+        let ((d, t, last, sent, run_queue), runs) = least_disturbed(3, |attempt| {
             let t = self.run_with_rates_set(load, duration)?;
             let d = Disturbance::of(&t, self.last_held_off, self.last_missed, load);
             if d.host_lost {
@@ -332,7 +332,7 @@ impl InprocDut {
             let (last, sent) = (self.last.take(), std::mem::take(&mut self.last_sent));
             Ok::<_, anyhow::Error>(((d, t, last, sent, self.last_run_queue), rank, quiet))
         })?;
-        self.last_attempts = attempts as usize;
+        self.last_attempts = runs.made as usize;
         // What `last`, `per_vr` and `last_held_off` say is the returned attempt's.
         (self.last, self.last_sent) = (last, sent);
         (self.last_held_off, self.last_run_queue) = (d.held_off, run_queue);

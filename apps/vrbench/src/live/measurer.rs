@@ -22,7 +22,7 @@ use vrhost_bench::trial::{Measurer, Trial};
 use super::dut::LiveLab;
 use super::generator::auto_interval;
 use super::trial::{TrialResult, TrialSpec};
-use crate::attempts::least_disturbed;
+use crate::attempts::{Runs, least_disturbed};
 
 /// A trial that failed (lab gone, interrupted, generator error), for the searches.
 #[derive(Debug)]
@@ -49,8 +49,8 @@ pub(crate) struct LabMeasurer<'a> {
     stop: Arc<AtomicBool>,
     /// The last trial's full result (of the attempt that counted).
     pub(crate) last: Option<TrialResult>,
-    /// Runs the last trial took (1 to [`ATTEMPTS`]).
-    pub(crate) last_attempts: u32,
+    /// Runs the last trial took (1 to [`ATTEMPTS`]) and which of them counted.
+    pub(crate) last_runs: Runs,
 }
 
 impl<'a> LabMeasurer<'a> {
@@ -63,7 +63,7 @@ impl<'a> LabMeasurer<'a> {
             template,
             stop,
             last: None,
-            last_attempts: 0,
+            last_runs: Runs::default(),
         }
     }
 }
@@ -81,7 +81,7 @@ impl Measurer for LabMeasurer<'_> {
         spec.rate_pps = Some(load);
         spec.duration = duration;
         spec.interval = auto_interval(load);
-        let (r, attempts) = least_disturbed(ATTEMPTS, |attempt| {
+        let (r, runs) = least_disturbed(ATTEMPTS, |attempt| {
             let r = self.lab.trial(&spec, &self.stop).map_err(MeasureError)?;
             let disturbed = r.host_disturbed();
             if disturbed {
@@ -109,13 +109,13 @@ impl Measurer for LabMeasurer<'_> {
             let rank = (disturbed, r.lost);
             Ok((r, rank, !disturbed))
         })?;
-        self.last_attempts = attempts;
+        self.last_runs = runs;
         let trial = Trial {
             offered_load: load,
             duration,
             sent: r.sent,
             received: r.received,
-            effective_duration: Some((spec.warmup + duration + 2 * spec.drain) * attempts),
+            effective_duration: Some((spec.warmup + duration + 2 * spec.drain) * runs.made),
             latency: r.latency.clone(),
         };
         self.last = Some(r);
@@ -272,15 +272,22 @@ mod tests {
         }
         let r = m.last.as_ref().unwrap();
         eprintln!(
-            "{} attempts; the one counted: sent {}, lost {}, steal {:?}",
-            m.last_attempts, r.sent, r.lost, r.steal
+            "{:?}; the one counted: sent {}, lost {}, steal {:?}",
+            m.last_runs, r.sent, r.lost, r.steal
         );
         assert!(
-            m.last_attempts >= 2,
+            m.last_runs.made >= 2,
             "the disturbed trial was not run again"
         );
-        // The hogged attempt lost about 60 ms of frames less a ring (~2,700).
-        assert!(r.lost < 1_000, "the hogged attempt counted: {r:?}");
+        // The hogged attempt lost about 60 ms of frames less a ring (~2,700) and is the
+        // first; a later one counts, whatever it lost. (A CI run's second attempt, judged
+        // quiet, lost 4,695 frames in a stall nothing attributed: that one counts, as it
+        // should, and what the kernel loses unprovoked is not this test's subject.)
+        assert!(
+            m.last_runs.counted >= 2,
+            "the hogged attempt counted: {:?}, {r:?}",
+            m.last_runs
+        );
         assert_eq!((t.sent, t.received), (r.sent, r.received));
         drop(m);
         drop(lab);
