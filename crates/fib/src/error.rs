@@ -39,6 +39,14 @@ pub enum FibError {
         /// The maximum.
         max: usize,
     },
+    /// A weighted ECMP member's weight outside 1..=[`crate::MAX_WEIGHT`].
+    #[error("next-hop weight {weight} is outside 1..={max}")]
+    BadWeight {
+        /// The weight given.
+        weight: u16,
+        /// The largest allowed.
+        max: u16,
+    },
     /// `add` of a prefix that is already in the table.
     #[error("{prefix}: route exists")]
     Exists {

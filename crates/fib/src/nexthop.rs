@@ -59,11 +59,41 @@ pub enum NextHop {
     Prohibit,
 }
 
-/// One or more next hops (ECMP), at most [`MAX_ECMP`]. Order is kept: it decides which member a
-/// flow hash picks, so an unchanged set keeps flows on the same path.
+/// Largest weight of one member of a weighted ECMP set (Linux's too: `ip route … nexthop
+/// via ADDR weight 1..256`).
+pub const MAX_WEIGHT: u16 = 256;
+
+/// One or more next hops (ECMP), at most [`MAX_ECMP`], each with a weight (1 unless
+/// given). Order is kept: it decides which member a flow hash picks, so an unchanged set
+/// keeps flows on the same path.
+///
+/// A member is picked by hash-threshold (RFC 2992 §4.2), as Linux picks among a multipath
+/// route's next hops: the 32-bit hash space is cut into one region per member, in order,
+/// each as wide as its weight's share ([`share_of`] then [`NextHopSet::member_of_share`]).
+/// Unlike `hash % n`, taking a member out or adding one at the end moves only the flows
+/// near the regions' new edges (at most half of those whose member stays, against nearly
+/// all of them), and it is a multiplication rather than a division.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NextHopSet {
     hops: Box<[NextHop]>,
+    /// Each member's weight as given; empty when every weight is 1.
+    weights: Box<[u16]>,
+    /// Where each member's shares end (the weights divided by their greatest common
+    /// divisor, summed): member `i` takes shares `ends[i - 1]..ends[i]`. Empty when the
+    /// weights are all equal: then member `i` takes share `i` alone.
+    ends: Box<[u16]>,
+}
+
+/// The share of `shares` equal regions of the 32-bit hash space that `hash` falls in:
+/// `⌊hash × shares / 2³²⌋`. Every picker of ECMP members (the set itself, the data plane's
+/// caches) goes through this one function, so one flow takes one member whichever asks.
+#[inline(always)]
+pub fn share_of(hash: u32, shares: u32) -> u32 {
+    ((u64::from(hash) * u64::from(shares)) >> 32) as u32
+}
+
+fn gcd(a: u16, b: u16) -> u16 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 impl NextHopSet {
@@ -71,19 +101,51 @@ impl NextHopSet {
     pub fn one(hop: NextHop) -> Self {
         NextHopSet {
             hops: Box::new([hop]),
+            weights: Box::new([]),
+            ends: Box::new([]),
         }
     }
 
-    /// An ECMP set; 1 to [`MAX_ECMP`] next hops.
+    /// An ECMP set of equal weights; 1 to [`MAX_ECMP`] next hops.
     pub fn ecmp(hops: impl Into<Vec<NextHop>>) -> Result<Self, FibError> {
-        let hops = hops.into();
+        Self::weighted(hops.into().into_iter().map(|h| (h, 1)))
+    }
+
+    /// A weighted ECMP set: 1 to [`MAX_ECMP`] next hops, each with a weight of 1 to
+    /// [`MAX_WEIGHT`]; a member's share of the flows is its weight over the sum.
+    pub fn weighted(hops: impl IntoIterator<Item = (NextHop, u16)>) -> Result<Self, FibError> {
+        let (hops, weights): (Vec<NextHop>, Vec<u16>) = hops.into_iter().unzip();
         match hops.len() {
-            0 => Err(FibError::NoNextHop),
-            n if n > MAX_ECMP => Err(FibError::EcmpTooLarge { n, max: MAX_ECMP }),
-            _ => Ok(NextHopSet {
-                hops: hops.into_boxed_slice(),
-            }),
+            0 => return Err(FibError::NoNextHop),
+            n if n > MAX_ECMP => return Err(FibError::EcmpTooLarge { n, max: MAX_ECMP }),
+            _ => {}
         }
+        if let Some(&w) = weights.iter().find(|&&w| w == 0 || w > MAX_WEIGHT) {
+            return Err(FibError::BadWeight {
+                weight: w,
+                max: MAX_WEIGHT,
+            });
+        }
+        let ones = weights.iter().all(|&w| w == 1);
+        let equal = weights.iter().all(|&w| w == weights[0]);
+        let d = weights.iter().fold(0, |d, &w| gcd(d, w));
+        // At most 64 × 256 shares: within a u16.
+        let ends: Vec<u16> = if equal {
+            Vec::new()
+        } else {
+            weights
+                .iter()
+                .scan(0, |end, &w| {
+                    *end += w / d;
+                    Some(*end)
+                })
+                .collect()
+        };
+        Ok(NextHopSet {
+            hops: hops.into_boxed_slice(),
+            weights: if ones { Vec::new() } else { weights }.into_boxed_slice(),
+            ends: ends.into_boxed_slice(),
+        })
     }
 
     /// The next hops.
@@ -92,15 +154,42 @@ impl NextHopSet {
         &self.hops
     }
 
-    /// The member a flow with hash `hash` takes (hash modulo size; the caller hashes the
-    /// flow's addresses/ports so one flow always takes one path).
+    /// Member `i`'s weight as given (1 unless set).
+    #[inline]
+    pub fn weight(&self, i: usize) -> u16 {
+        self.weights.get(i).copied().unwrap_or(1)
+    }
+
+    /// How many equal shares the hash space is cut into: the member count when the weights
+    /// are equal, else the sum of the weights divided by their greatest common divisor (at
+    /// most [`MAX_ECMP`] × [`MAX_WEIGHT`]).
+    #[inline]
+    pub fn shares(&self) -> u32 {
+        match self.ends.last() {
+            Some(&end) => u32::from(end),
+            None => self.hops.len() as u32,
+        }
+    }
+
+    /// The member that takes share `share` (below [`Self::shares`]): each member takes as
+    /// many shares as its reduced weight, in order.
+    #[inline]
+    pub fn member_of_share(&self, share: u32) -> usize {
+        if self.ends.is_empty() {
+            share as usize
+        } else {
+            self.ends.partition_point(|&end| u32::from(end) <= share)
+        }
+    }
+
+    /// The member a flow with hash `hash` takes (hash-threshold, see the type's docs; the
+    /// caller hashes the flow's addresses and ports so one flow always takes one path).
     #[inline]
     pub fn select(&self, hash: u32) -> &NextHop {
-        let n = self.hops.len();
-        if n == 1 {
+        if self.hops.len() == 1 {
             &self.hops[0]
         } else {
-            &self.hops[(hash as usize) % n]
+            &self.hops[self.member_of_share(share_of(hash, self.shares()))]
         }
     }
 }
@@ -267,8 +356,92 @@ mod tests {
             "ECMP group of 65 next hops exceeds the maximum of 64"
         );
         let hops: Vec<_> = (0..64).map(|i| NextHop::Attached { ifindex: i }).collect();
-        let s = NextHopSet::ecmp(hops).unwrap();
-        assert_eq!(s.select(65), &NextHop::Attached { ifindex: 1 });
+        let s = NextHopSet::ecmp(hops.clone()).unwrap();
+        // Hash-threshold: 64 regions of 2^26 hashes each.
+        assert_eq!(s.select(65), &NextHop::Attached { ifindex: 0 });
+        assert_eq!(s.select(1 << 26), &NextHop::Attached { ifindex: 1 });
+        assert_eq!(s.select(u32::MAX), &NextHop::Attached { ifindex: 63 });
+        let w = |ws: &[u16]| NextHopSet::weighted(hops.iter().copied().zip(ws.iter().copied()));
+        for bad in [0, 257] {
+            assert_eq!(
+                w(&[1, bad]).unwrap_err().to_string(),
+                format!("next-hop weight {bad} is outside 1..=256")
+            );
+        }
+        assert!(w(&[256; 64]).is_ok());
+    }
+
+    /// Hashes spread evenly over the 32-bit space, `n` of them.
+    fn even(n: u32) -> impl Iterator<Item = u32> {
+        let step = (1u64 << 32) / u64::from(n);
+        (0..n).map(move |i| (u64::from(i) * step + step / 2) as u32)
+    }
+
+    fn hop(i: u32) -> NextHop {
+        NextHop::Via {
+            addr: IpAddr::from([10, 0, 0, i as u8]),
+            ifindex: 1,
+        }
+    }
+
+    /// Each member takes one contiguous region of the hash space, in order, as wide as its
+    /// weight's share (within one hash); equal weights of any size cut it as weights of 1.
+    #[test]
+    fn members_take_contiguous_regions_in_proportion_to_their_weights() {
+        for ws in [
+            &[1u16, 1][..],
+            &[1, 1, 1],
+            &[3, 1],
+            &[2, 4, 6],
+            &[256, 1, 17, 99],
+            &[5; 7],
+            &[256; 64],
+        ] {
+            let set = NextHopSet::weighted((0..).map(hop).zip(ws.iter().copied())).unwrap();
+            let total: u32 = ws.iter().map(|&w| u32::from(w)).sum();
+            let (mut count, mut last) = (vec![0u64; ws.len()], 0);
+            for h in even(1 << 16) {
+                let i = set.hops().iter().position(|x| x == set.select(h)).unwrap();
+                assert!(
+                    i >= last,
+                    "{ws:?}: member {i} after {last}: regions out of order"
+                );
+                (count[i], last) = (count[i] + 1, i);
+            }
+            for (i, &w) in ws.iter().enumerate() {
+                let want = (1u64 << 16) * u64::from(w) / u64::from(total);
+                assert!(count[i].abs_diff(want) <= 1, "{ws:?}: member {i} {count:?}");
+                assert_eq!(set.weight(i), w);
+            }
+            if ws.iter().all(|&w| w == ws[0]) {
+                assert_eq!(set.shares(), ws.len() as u32, "{ws:?}");
+            }
+        }
+        assert_eq!(NextHopSet::ecmp([hop(1), hop(2)]).unwrap().weight(1), 1);
+    }
+
+    /// What a change of the set disturbs: with `n` equal members, taking one out moves at
+    /// most (n − 2) / 2n of the flows whose member stays — under half, where `hash % n`
+    /// moved up to (n − 2) / n of them.
+    #[test]
+    fn taking_a_member_out_moves_under_half_of_the_other_flows() {
+        for n in 2..=16u32 {
+            let set = NextHopSet::ecmp((0..n).map(hop).collect::<Vec<_>>()).unwrap();
+            for gone in 0..n {
+                let rest =
+                    NextHopSet::ecmp((0..n).filter(|&i| i != gone).map(hop).collect::<Vec<_>>())
+                        .unwrap();
+                let flows = 1u32 << 14;
+                let moved = even(flows)
+                    .filter(|&h| set.select(h) != &hop(gone) && set.select(h) != rest.select(h))
+                    .count() as u32;
+                assert!(
+                    u64::from(moved) * u64::from(2 * n)
+                        <= u64::from(flows) * u64::from(n - 2) + 2 * u64::from(n),
+                    "{n} members, {gone} out: {moved} of {flows} flows moved"
+                );
+            }
+        }
     }
 
     #[test]

@@ -9,13 +9,16 @@
 //! Validity is the same generation as the flow cache (FIB + neighbour generations): an id's
 //! set never changes while the id is in use, and the id can only be reused after a FIB
 //! change, so the FIB generation covers reuse and the neighbour generation covers MACs.
-//! An ECMP set is cached as the resolved list of its members (in the set's order, so
-//! member `hash % n` is the one `NextHopSet::select` picks) when every member is a
-//! neighbour with a known MAC; the flow hash still picks per packet. Sets with an attached
-//! member (whose neighbour is each packet's own destination) are not cached.
+//! An ECMP set is cached as the resolved member of each of its shares (see
+//! `NextHopSet::shares`: one per member when the weights are equal, a member's weight's
+//! worth of them otherwise), so that the packet's flow hash picks with one multiplication
+//! and one load, through the same `share_of` as `NextHopSet::select`: a flow takes the same
+//! member whether the cache answers or not. Only sets whose members are all neighbours
+//! with a known MAC are cached (an attached member's neighbour is each packet's own
+//! destination), and only up to [`MAX_SHARES`] shares.
 
 use arrayvec::ArrayVec;
-use vrhost_fib::{MAX_ECMP, NextHop, NextHopSet};
+use vrhost_fib::{MAX_ECMP, NextHop, NextHopSet, share_of};
 
 use crate::neigh::NeighMap;
 
@@ -23,13 +26,19 @@ use crate::neigh::NeighMap;
 /// full path is taken.
 const MAX_ID: usize = 1 << 20;
 
+/// Most shares of an ECMP set cached (8 KiB of members); a set of unequal weights cut
+/// finer than this (the weights' sum over their common divisor) takes the full path for
+/// every packet.
+pub(crate) const MAX_SHARES: u32 = 1024;
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Entry {
     /// 0 = empty (generations start at 1).
     generation: u64,
     vif: u16,
     mac: [u8; 6],
-    /// 0: a single next hop (`vif`, `mac`); n ≥ 2: ECMP members at `ecmp[start..start + n]`.
+    /// 0: a single next hop (`vif`, `mac`); n ≥ 2: an ECMP set's n shares' members at
+    /// `ecmp[start..start + n]`.
     n: u16,
     start: u32,
 }
@@ -41,7 +50,7 @@ pub(crate) type Adj = (u16, [u8; 6]);
 #[derive(Debug, Default)]
 pub(crate) struct AdjCache {
     entries: Vec<Entry>,
-    /// Members of cached ECMP sets, for generation `ecmp_generation`.
+    /// The members of cached ECMP sets' shares, for generation `ecmp_generation`.
     ecmp: Vec<Adj>,
     ecmp_generation: u64,
 }
@@ -63,7 +72,7 @@ impl AdjCache {
         if e.n == 0 {
             return Some(((e.vif, e.mac), false));
         }
-        let k = hash() as usize % usize::from(e.n);
+        let k = share_of(hash(), u32::from(e.n)) as usize;
         self.ecmp.get(e.start as usize + k).map(|a| (*a, true))
     }
 
@@ -94,9 +103,15 @@ impl AdjCache {
         }
     }
 
-    /// Remember the resolved members of an ECMP `id` (2 to 64, in the set's order).
-    pub(crate) fn put_ecmp(&mut self, id: u32, generation: u64, members: &[Adj]) {
-        if members.len() < 2 || id as usize >= MAX_ID {
+    /// Remember the resolved members of ECMP set `set` (`members`, in the set's order) as
+    /// `id`'s, share by share; a set of over [`MAX_SHARES`] shares is not cached.
+    pub(crate) fn put_ecmp(&mut self, id: u32, generation: u64, set: &NextHopSet, members: &[Adj]) {
+        let shares = set.shares();
+        if members.len() < 2
+            || members.len() != set.hops().len()
+            || shares > MAX_SHARES
+            || id as usize >= MAX_ID
+        {
             return;
         }
         if self.ecmp_generation != generation {
@@ -105,13 +120,14 @@ impl AdjCache {
             self.ecmp_generation = generation;
         }
         let start = self.ecmp.len() as u32;
-        self.ecmp.extend_from_slice(members);
+        self.ecmp
+            .extend((0..shares).map(|s| members[set.member_of_share(s)]));
         if let Some(e) = self.slot(id) {
             *e = Entry {
                 generation,
                 vif: 0,
                 mac: [0; 6],
-                n: members.len() as u16,
+                n: shares as u16,
                 start,
             };
         }
@@ -152,12 +168,72 @@ mod tests {
         assert_eq!(c.get(4, 1, h), None);
         c.put(MAX_ID as u32, 1, 2, [9; 6]);
         assert_eq!(c.get(MAX_ID as u32, 1, h), None);
-        // ECMP: the hash picks member hash % n; a new generation forgets the list.
+        // ECMP: the hash picks its share's member; a new generation forgets the list.
         let m = [(1, [1; 6]), (2, [2; 6]), (3, [3; 6])];
-        c.put_ecmp(5, 1, &m);
-        assert_eq!(c.get(5, 1, || 4), Some(((2, [2; 6]), true)));
-        c.put_ecmp(6, 2, &m[..2]);
+        let set = |n: usize| NextHopSet::ecmp((0..n).map(hop).collect::<Vec<_>>()).unwrap();
+        c.put_ecmp(5, 1, &set(3), &m);
+        let third = u32::MAX / 3 + 1;
+        assert_eq!(c.get(5, 1, || third - 1), Some(((1, [1; 6]), true)));
+        assert_eq!(c.get(5, 1, || third), Some(((2, [2; 6]), true)));
+        assert_eq!(c.get(5, 1, || u32::MAX), Some(((3, [3; 6]), true)));
+        c.put_ecmp(6, 2, &set(2), &m[..2]);
         assert_eq!(c.get(5, 2, || 4), None);
-        assert_eq!(c.get(6, 2, || 3), Some(((2, [2; 6]), true)));
+        assert_eq!(c.get(6, 2, || 1 << 31), Some(((2, [2; 6]), true)));
+        // Members and set must agree; a set cut finer than MAX_SHARES is not cached.
+        c.put_ecmp(7, 2, &set(3), &m[..2]);
+        assert_eq!(c.get(7, 2, || 0), None);
+        let fine = NextHopSet::weighted([
+            (hop(0), 256),
+            (hop(1), 255),
+            (hop(2), 254),
+            (hop(3), 253),
+            (hop(4), 1),
+            (hop(5), 200),
+        ])
+        .unwrap();
+        assert!(fine.shares() > MAX_SHARES);
+        c.put_ecmp(8, 2, &fine, &[m[0], m[1], m[2], m[0], m[1], m[2]]);
+        assert_eq!(c.get(8, 2, || 0), None);
+    }
+
+    fn hop(i: usize) -> NextHop {
+        NextHop::Via {
+            addr: std::net::IpAddr::from([10, 0, 0, i as u8]),
+            ifindex: 1,
+        }
+    }
+
+    /// Whatever the weights, the cache picks for every hash the member `select` picks.
+    #[test]
+    fn the_cache_picks_the_member_select_picks() {
+        let mut c = AdjCache::default();
+        for (id, ws) in [
+            &[1u16, 1][..],
+            &[1, 1, 1, 1, 1],
+            &[3, 1],
+            &[2, 4, 6],
+            &[256, 1, 17, 99],
+            &[7; 64],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let set = NextHopSet::weighted((0..ws.len()).map(hop).zip(ws.iter().copied())).unwrap();
+            let members: Vec<Adj> = (0..ws.len()).map(|i| (i as u16, [i as u8; 6])).collect();
+            c.put_ecmp(id as u32, 1, &set, &members);
+            let mut h = 0x9e37_79b9u32;
+            for _ in 0..20_000 {
+                h = h
+                    .wrapping_mul(0x2c1b_3c6d)
+                    .wrapping_add(0x297a_2d39)
+                    .rotate_left(7);
+                let want = set.hops().iter().position(|x| x == set.select(h)).unwrap();
+                assert_eq!(
+                    c.get(id as u32, 1, || h),
+                    Some((members[want], true)),
+                    "{ws:?}, hash {h:#x}"
+                );
+            }
+        }
     }
 }

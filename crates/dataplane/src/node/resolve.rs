@@ -298,7 +298,7 @@ impl<'s, F: Family> Lookups<'s, F> {
         } else if let Some(members) =
             adjcache::resolve_members(set, &self.neigh, |v| cx.vif(v).is_some())
         {
-            F::adj(cx.st).put_ecmp(id.get(), generation, &members);
+            F::adj(cx.st).put_ecmp(id.get(), generation, set, &members);
         }
         Some((
             p,
