@@ -120,6 +120,30 @@ impl Rig {
             .map(|s| s.hops().to_vec())
     }
 
+    /// The route's next hops with their weights.
+    fn w4(&self, p: &str) -> Option<Vec<(NextHop, u16)>> {
+        let s = self.vr.fib4.get(&p.parse::<Prefix4>().unwrap())?;
+        Some(
+            s.hops()
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (*h, s.weight(i)))
+                .collect(),
+        )
+    }
+
+    /// [`Rig::w4`] for IPv6.
+    fn w6(&self, p: &str) -> Option<Vec<(NextHop, u16)>> {
+        let s = self.vr.fib6.get(&p.parse::<Prefix6>().unwrap())?;
+        Some(
+            s.hops()
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (*h, s.weight(i)))
+                .collect(),
+        )
+    }
+
     fn r6(&self, p: &str) -> Option<Vec<NextHop>> {
         self.vr
             .fib6
@@ -177,6 +201,16 @@ fn ip_route_and_neigh_in_the_namespace_reach_the_data_plane() {
     rig.ip("route add 203.0.113.0/24 nexthop via 10.0.0.2 nexthop via 10.1.0.2");
     rig.wait("v4 ECMP", || {
         rig.r4("203.0.113.0/24") == Some(vec![via("10.0.0.2", 0), via("10.1.0.2", 1)])
+    });
+    rig.ip(
+        "route add 203.0.114.0/24 nexthop via 10.0.0.2 weight 3 nexthop via 10.1.0.2 weight 256",
+    );
+    rig.wait("v4 weighted ECMP", || {
+        rig.w4("203.0.114.0/24") == Some(vec![(via("10.0.0.2", 0), 3), (via("10.1.0.2", 1), 256)])
+    });
+    rig.ip("-6 route add 2001:db8:3::/48 nexthop via fd00:a::2 dev a weight 5 nexthop via fd00:b::2 dev b");
+    rig.wait("v6 weighted ECMP", || {
+        rig.w6("2001:db8:3::/48") == Some(vec![(via("fd00:a::2", 0), 5), (via("fd00:b::2", 1), 1)])
     });
     rig.ip("-6 route add 2001:db8:1::/48 nexthop via fd00:a::2 dev a nexthop via fd00:b::2 dev b");
     rig.wait("v6 ECMP", || {

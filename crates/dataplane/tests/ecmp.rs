@@ -1,6 +1,7 @@
 //! ECMP: a flow (5-tuple) always takes the same member of a next-hop set, and flows spread
-//! evenly enough over the members (hash of the flow, modulo the set size). A flow cache
-//! keyed by 5-tuple caches each flow on the member its hash picked.
+//! over the members in proportion to their weights (hash-threshold on the flow's hash,
+//! `NextHopSet::select`). A flow cache keyed by 5-tuple caches each flow on the member its
+//! hash picked.
 
 mod common;
 mod util;
@@ -146,6 +147,60 @@ fn flows_stick_to_one_member_and_spread_evenly() {
     let s = vr.stats();
     assert_eq!(s.tx_packets, 2 * u64::from(FLOWS));
     assert_drops(&s, &[]);
+    assert_clean(&mut rig);
+}
+
+/// A weighted set (5, 1, 1, 1 over [`MEMBERS`]): every flow leaves by the member
+/// `NextHopSet::select` gives its hash, whether the first packet resolved the set or the
+/// adjacency cache answered (the second round), so the first member carries about 5/8 of
+/// the flows and the others about 1/8 each. Then equal weights again: every flow follows
+/// the new cut, and those in the regions the two cuts share keep their path.
+#[test]
+fn weighted_members_carry_flows_in_proportion() {
+    let (mut rig, vr) = ecmp_rig();
+    let prefix = "198.51.100.0/24".parse().unwrap();
+    let equal = vr.fib4.get(&prefix).unwrap();
+    let weighted = NextHopSet::weighted(equal.hops().iter().copied().zip([5, 1, 1, 1])).unwrap();
+    vr.fib4.insert(prefix, weighted.clone()).unwrap();
+    rig.worker.poll();
+    let at = |set: &NextHopSet, f: u16| {
+        let src = Ipv4Addr::new(10, 0, 0, 2 + (f % 3) as u8);
+        let l3 = udp4(src, FAR, 64, 10_000 + f, 443, b"ecmp");
+        let hop = set.select(vrhost_dataplane::flow::hash_v4(&l3));
+        let i = set.hops().iter().position(|h| h == hop).unwrap();
+        (MEMBERS[i].0, mac(MEMBERS[i].1))
+    };
+    let first = round(&mut rig);
+    assert_eq!(first, round(&mut rig), "a flow changed path");
+    let mut per_member = [0usize; 4];
+    for (&f, &way) in &first {
+        assert_eq!(way, at(&weighted, f), "flow {f}");
+        let i = MEMBERS.iter().position(|m| (m.0, mac(m.1)) == way).unwrap();
+        per_member[i] += 1;
+    }
+    let n = usize::from(FLOWS);
+    assert!(
+        (n * 55..=n * 70).contains(&(per_member[0] * 100)),
+        "{per_member:?}"
+    );
+    for c in &per_member[1..] {
+        assert!((n * 8..=n * 17).contains(&(c * 100)), "{per_member:?}");
+    }
+    // Back to equal weights: a new set, and the same flows follow the new cut.
+    vr.fib4.insert(prefix, equal.clone()).unwrap();
+    rig.worker.poll();
+    let back = round(&mut rig);
+    for (&f, &way) in &back {
+        assert_eq!(way, at(&equal, f), "flow {f}");
+    }
+    // The regions that overlap keep their flows: member 0's first quarter and member 3's
+    // last eighth, 3/8 of the flows.
+    let kept = back.iter().filter(|(f, w)| first[f] == **w).count();
+    assert!(
+        (n * 34..=n * 41).contains(&(kept * 100)),
+        "{kept} of {n} flows kept their path"
+    );
+    assert_drops(&vr.stats(), &[]);
     assert_clean(&mut rig);
 }
 

@@ -48,6 +48,9 @@ pub struct Hop {
     pub oif: u32,
     /// Flagged `dead` by the kernel.
     pub dead: bool,
+    /// A multipath member's weight (`ip route … nexthop via ADDR weight W`, 1 to 256); 1
+    /// for a single next hop.
+    pub weight: u16,
 }
 
 /// What a route does (`ip route add TYPE …`).
@@ -740,7 +743,7 @@ fn want<F: Family>(
         RouteKind::Prohibit => NextHop::Prohibit,
         RouteKind::Other(_) => return Err(()),
         RouteKind::Unicast => {
-            let mut hops = Vec::with_capacity(best.hops.len());
+            let mut hops: Vec<(NextHop, u16)> = Vec::with_capacity(best.hops.len());
             for h in best.hops.iter().filter(|h| !h.dead) {
                 let Some(vif) = vif_up(h.oif) else { continue };
                 let ifindex = u32::from(vif);
@@ -748,15 +751,18 @@ fn want<F: Family>(
                     Some(addr) => NextHop::Via { addr, ifindex },
                     None => NextHop::Attached { ifindex },
                 };
-                if !hops.contains(&nh) {
-                    hops.push(nh);
+                let weight = h.weight.clamp(1, vrhost_fib::MAX_WEIGHT);
+                match hops.iter_mut().find(|(x, _)| *x == nh) {
+                    // The same next hop twice takes both shares (up to the largest weight).
+                    Some((_, w)) => *w = (*w + weight).min(vrhost_fib::MAX_WEIGHT),
+                    None => hops.push((nh, weight)),
                 }
             }
             hops.truncate(vrhost_fib::MAX_ECMP);
             return match hops.len() {
                 0 if best.hops.iter().all(|h| h.dead) && !best.hops.is_empty() => Ok(None),
                 0 => Err(()),
-                _ => NextHopSet::ecmp(hops).map(Some).map_err(|_| ()),
+                _ => NextHopSet::weighted(hops).map(Some).map_err(|_| ()),
             };
         }
     };

@@ -442,6 +442,8 @@ fn route(m: RouteMessage, nl_flags: u16) -> Option<RouteMsg> {
                     gateway: gw,
                     oif: nh.interface_index,
                     dead: nh.flags.contains(RouteNextHopFlags::Dead),
+                    // rtnh_hops is the weight less one (Linux's fib_nh_weight).
+                    weight: u16::from(nh.hops) + 1,
                 }
             })
             .collect(),
@@ -449,6 +451,7 @@ fn route(m: RouteMessage, nl_flags: u16) -> Option<RouteMsg> {
             gateway,
             oif,
             dead: false,
+            weight: 1,
         }],
         None => Vec::new(),
     };

@@ -62,6 +62,7 @@ fn hop(gw: Option<&str>, oif: u32) -> Hop {
         gateway: gw.map(ip),
         oif,
         dead: false,
+        weight: 1,
     }
 }
 
@@ -397,4 +398,48 @@ fn apply_all_touches_only_what_differs_and_removes_what_the_kernel_lacks() {
         vr.fib4.get(&"10.5.0.0/16".parse().unwrap()),
         Some(NextHopSet::one(via("10.0.0.2", 0)))
     );
+}
+
+/// A multipath route's weights (`nexthop via … weight W`) go into the FIB's set: 3 and 1
+/// give the first next hop three quarters of the flows; a member listed twice takes both
+/// its shares; a dead member's weight goes with it.
+#[test]
+fn multipath_weights_are_mirrored() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    let set = |p: &str| vr.fib4.get(&p.parse::<Prefix4>().unwrap()).unwrap();
+    let weighted = |gw: &str, oif: u32, weight: u16| Hop {
+        weight,
+        ..hop(Some(gw), oif)
+    };
+    m.event(Event::Route(rt(
+        p4("203.0.113.0/24"),
+        0,
+        vec![weighted("10.0.0.2", A, 3), weighted("10.1.0.2", B, 1)],
+    )));
+    m.apply(&vr);
+    let s = set("203.0.113.0/24");
+    assert_eq!(s.hops(), [via("10.0.0.2", 0), via("10.1.0.2", 1)]);
+    assert_eq!((s.weight(0), s.weight(1), s.shares()), (3, 1, 4));
+    assert_eq!(s.select((3 << 30) - 1), &via("10.0.0.2", 0));
+    assert_eq!(s.select(3 << 30), &via("10.1.0.2", 1));
+    // The same next hop twice, and a dead member.
+    let mut dead = weighted("10.1.0.2", B, 9);
+    dead.dead = true;
+    let mut rep = rt(
+        p4("203.0.113.0/24"),
+        0,
+        vec![
+            weighted("10.0.0.2", A, 2),
+            weighted("10.0.0.3", A, 1),
+            weighted("10.0.0.2", A, 5),
+            dead,
+        ],
+    );
+    rep.replace = true;
+    m.event(Event::Route(rep));
+    m.apply(&vr);
+    let s = set("203.0.113.0/24");
+    assert_eq!(s.hops(), [via("10.0.0.2", 0), via("10.0.0.3", 0)]);
+    assert_eq!((s.weight(0), s.weight(1)), (7, 1));
 }
