@@ -557,6 +557,15 @@ impl Daemon {
             NextHop::Unreachable => "unreachable".into(),
             NextHop::Prohibit => "prohibit".into(),
         };
+        // As `ip route` shows them: a multipath route's members with their weights.
+        let hops = |set: &vrhost_fib::NextHopSet| -> Vec<String> {
+            match set.hops() {
+                [one] => vec![hop(one)],
+                many => (many.iter().enumerate())
+                    .map(|(i, h)| format!("{} weight {}", hop(h), set.weight(i)))
+                    .collect(),
+            }
+        };
         let family = args.get("family").and_then(Value::as_u64);
         let limit = args
             .get("limit")
@@ -566,15 +575,13 @@ impl Daemon {
         let (n4, n6) = (vr.fib4.len(), vr.fib6.len());
         if family != Some(6) {
             for (p, set) in vr.fib4.routes().into_iter().take(limit) {
-                let hops: Vec<String> = set.hops().iter().map(hop).collect();
-                routes.push(json!({"prefix": p.to_string(), "nexthops": hops}));
+                routes.push(json!({"prefix": p.to_string(), "nexthops": hops(&set)}));
             }
         }
         if family != Some(4) {
             let left = limit.saturating_sub(routes.len());
             for (p, set) in vr.fib6.routes().into_iter().take(left) {
-                let hops: Vec<String> = set.hops().iter().map(hop).collect();
-                routes.push(json!({"prefix": p.to_string(), "nexthops": hops}));
+                routes.push(json!({"prefix": p.to_string(), "nexthops": hops(&set)}));
             }
         }
         Ok(

@@ -98,6 +98,35 @@ fn routes_set_inside_a_vr_are_forwarded_and_shown_by_ctl() {
     wait("route withdrawn", 10, || {
         !has_route(&d, "vr0", "198.51.100.0/24", &hop)
     });
+    // A weighted multipath route: each member with its weight, as `ip route` shows it.
+    let gw_a = vr.a.addrs.host4.to_string();
+    let out = d.ctl(&[
+        "exec",
+        "vr0",
+        "--",
+        "ip",
+        "route",
+        "add",
+        "198.51.101.0/24",
+        "nexthop",
+        "via",
+        &gw_a,
+        "nexthop",
+        "via",
+        &gw_b,
+        "weight",
+        "3",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait("weighted multipath route in the data plane", 10, || {
+        let p = "198.51.101.0/24";
+        has_route(&d, "vr0", p, &format!("via {gw_a} dev a weight 1"))
+            && has_route(&d, "vr0", p, &format!("via {gw_b} dev b weight 3"))
+    });
     // Neighbours: a static one made inside shows in the data plane.
     let out = d.ctl(&[
         "exec",

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use vrhost_dataplane::port::PortId;
 use vrhost_dataplane::{Dataplane, DemuxKey, DpError, IfAddr, VifConfig, Vr, VrConfig};
-use vrhost_fib::{FibError, NextHop};
+use vrhost_fib::{FibError, NextHop, NextHopSet};
 
 use crate::config::{DemuxSpec, IpPrefixSpec, RoutePlan, RouteType, VrPlan};
 
@@ -75,22 +75,34 @@ pub fn add_vr(dp: &Dataplane, plan: &VrPlan, ports: &[PortId]) -> Result<Arc<Vr>
                 .map_err(dperr)?;
         }
         for (prefix, route) in &plan.routes {
-            let hop = match *route {
-                RoutePlan::Via(addr, vif) => NextHop::Via {
+            let one = |hop: NextHop| Ok(NextHopSet::one(hop));
+            let set = match *route {
+                RoutePlan::Via(addr, vif) => one(NextHop::Via {
                     addr,
                     ifindex: vif as u32,
-                },
-                RoutePlan::Attached(vif) => NextHop::Attached {
+                }),
+                RoutePlan::Multipath(ref hops) => {
+                    NextHopSet::weighted(hops.iter().map(|&(addr, vif, weight)| {
+                        let ifindex = vif as u32;
+                        (NextHop::Via { addr, ifindex }, weight)
+                    }))
+                }
+                RoutePlan::Attached(vif) => one(NextHop::Attached {
                     ifindex: vif as u32,
-                },
-                RoutePlan::Special(RouteType::Blackhole) => NextHop::Drop,
-                RoutePlan::Special(RouteType::Unreachable) => NextHop::Unreachable,
-                RoutePlan::Special(RouteType::Prohibit) => NextHop::Prohibit,
-                RoutePlan::Special(RouteType::Local) => NextHop::Local,
+                }),
+                RoutePlan::Special(RouteType::Blackhole) => one(NextHop::Drop),
+                RoutePlan::Special(RouteType::Unreachable) => one(NextHop::Unreachable),
+                RoutePlan::Special(RouteType::Prohibit) => one(NextHop::Prohibit),
+                RoutePlan::Special(RouteType::Local) => one(NextHop::Local),
             };
+            let set = set.map_err(|source| ApplyError::Route {
+                vr: plan.name.clone(),
+                prefix: prefix.to_string(),
+                source,
+            })?;
             let (r, name) = match prefix {
-                IpPrefixSpec::V4(p) => (vr.fib4.insert(*p, hop).map(drop), p.to_string()),
-                IpPrefixSpec::V6(p) => (vr.fib6.insert(*p, hop).map(drop), p.to_string()),
+                IpPrefixSpec::V4(p) => (vr.fib4.insert(*p, set).map(drop), p.to_string()),
+                IpPrefixSpec::V6(p) => (vr.fib6.insert(*p, set).map(drop), p.to_string()),
             };
             r.map_err(|source| ApplyError::Route {
                 vr: plan.name.clone(),
@@ -149,4 +161,57 @@ pub fn addr_strings(addrs: &[IfAddr]) -> Vec<String> {
             IfAddr::V6(a, l) => format!("{a}/{l}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use vrhost_dataplane::{DataplaneConfig, Pool};
+
+    use super::*;
+    use crate::config::Config;
+
+    /// A config's multipath route goes into the FIB as one weighted set (what forwards
+    /// when the VR runs without a namespace to mirror).
+    #[test]
+    fn a_multipath_route_becomes_one_weighted_set() {
+        let text = r#"
+[[port]]
+name = "p0"
+interface = "p0"
+[[vr]]
+name = "blue"
+[[vr.vif]]
+name = "a"
+port = "p0"
+mac = "02:76:00:00:00:01"
+addresses = ["10.0.0.1/24", "fd00:a::1/64"]
+[[vr.route]]
+prefix = "198.51.100.0/24"
+nexthops = [{ via = "10.0.0.2", weight = 3 }, { via = "10.0.0.3" }]
+[[vr.route]]
+prefix = "2001:db8::/32"
+nexthops = [{ via = "fd00:a::2" }, { via = "fd00:a::3", weight = 256 }]
+"#;
+        let cfg = Config::parse("t.toml", text).unwrap();
+        let dp = Dataplane::new(
+            Pool::new(64),
+            DataplaneConfig {
+                workers: 1,
+                ports: vec!["p0".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let vr = add_vr(&dp, &cfg.plans()[0], &[0]).unwrap();
+        let via = |a: &str| NextHop::Via {
+            addr: a.parse().unwrap(),
+            ifindex: 0,
+        };
+        let s = vr.fib4.get(&"198.51.100.0/24".parse().unwrap()).unwrap();
+        assert_eq!(s.hops(), [via("10.0.0.2"), via("10.0.0.3")]);
+        assert_eq!((s.weight(0), s.weight(1)), (3, 1));
+        let s = vr.fib6.get(&"2001:db8::/32".parse().unwrap()).unwrap();
+        assert_eq!(s.hops(), [via("fd00:a::2"), via("fd00:a::3")]);
+        assert_eq!((s.weight(0), s.weight(1)), (1, 256));
+    }
 }

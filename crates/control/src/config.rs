@@ -47,6 +47,9 @@
 //! [[vr.route]]
 //! prefix = "0.0.0.0/0"
 //! via = "10.0.0.2"
+//! [[vr.route]]                 # ECMP: a share of the flows per next hop, by weight (1..=256)
+//! prefix = "198.51.100.0/24"
+//! nexthops = [{ via = "10.0.0.2", weight = 3 }, { via = "10.0.0.3" }]
 //! [[vr.neighbor]]
 //! address = "10.0.0.2"
 //! mac = "02:76:00:00:00:02"
@@ -441,6 +444,23 @@ pub struct RouteSpec {
     /// A route that is not forwarded.
     #[serde(default, rename = "type")]
     pub kind: Option<Spanned<RouteType>>,
+    /// A multipath (ECMP) route: its next hops, instead of `via` / `vif` / `type`.
+    #[serde(default)]
+    pub nexthops: Option<Spanned<Vec<NextHopSpec>>>,
+}
+
+/// One next hop of a multipath route (`nexthops = [{ via = "10.0.1.2", weight = 3 }, …]`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NextHopSpec {
+    /// Next-hop address (must be on one of the VR's subnets).
+    pub via: Spanned<String>,
+    /// Outgoing VIF (default: the VIF whose subnet holds `via`).
+    #[serde(default)]
+    pub vif: Option<Spanned<String>>,
+    /// Its share of the flows against the others' (1..=256, Linux's range; default 1).
+    #[serde(default)]
+    pub weight: Option<Spanned<i64>>,
 }
 
 /// `[[vr.neighbor]]`: a static neighbour.
@@ -604,11 +624,32 @@ pub enum IpPrefixSpec {
     V6(vrhost_fib::Prefix6),
 }
 
+impl std::fmt::Display for IpPrefixSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IpPrefixSpec::V4(p) => p.fmt(f),
+            IpPrefixSpec::V6(p) => p.fmt(f),
+        }
+    }
+}
+
+impl IpPrefixSpec {
+    /// Whether `a` is of this prefix's family.
+    pub fn same_family(&self, a: IpAddr) -> bool {
+        matches!(
+            (self, a),
+            (IpPrefixSpec::V4(_), IpAddr::V4(_)) | (IpPrefixSpec::V6(_), IpAddr::V6(_))
+        )
+    }
+}
+
 /// What a static route does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RoutePlan {
     /// Via a neighbour out of a VIF (index).
     Via(IpAddr, usize),
+    /// Over several neighbours (ECMP): (address, VIF index, weight) each, in order.
+    Multipath(Vec<(IpAddr, usize, u16)>),
     /// Straight out of a VIF (destination on link).
     Attached(usize),
     /// Not forwarded.
@@ -1075,47 +1116,112 @@ impl Config {
                     ),
                 )
             })?;
-            let plan = match (&r.kind, &r.via, &r.vif) {
-                (Some(k), None, None) => RoutePlan::Special(*k.get_ref()),
-                (Some(k), _, _) => {
-                    return Err(self.err(k, "vr.route.type", "a typed route takes no via or vif"));
+            // A neighbour `via` (out of `vif`, or the VIF whose subnet holds it).
+            let neighbour = |via: &Spanned<String>,
+                             vif: &Option<Spanned<String>>,
+                             (field, vif_field): (&str, &str)|
+             -> Result<(IpAddr, usize), ConfigError> {
+                let a: IpAddr = via.get_ref().parse().map_err(|_| {
+                    self.err(via, field, format!("{:?} is not an address", via.get_ref()))
+                })?;
+                if !prefix.same_family(a) {
+                    return Err(self.err(
+                        via,
+                        field,
+                        format!("{a} is not of the family of {}", r.prefix.get_ref()),
+                    ));
                 }
-                (None, Some(via), vif) => {
-                    let a: IpAddr = via.get_ref().parse().map_err(|_| {
+                let i = match vif {
+                    Some(v) => {
+                        let i = vif_index(v, vif_field)?;
+                        if !on_link(i, a) {
+                            return Err(self.err(
+                                via,
+                                field,
+                                format!("{a} is outside every prefix of vif {:?}", v.get_ref()),
+                            ));
+                        }
+                        i
+                    }
+                    None => (0..vifs.len()).find(|&i| on_link(i, a)).ok_or_else(|| {
                         self.err(
                             via,
-                            "vr.route.via",
-                            format!("{:?} is not an address", via.get_ref()),
+                            field,
+                            format!(
+                                "{a} is not inside any vif's prefix of VR {:?}",
+                                vr.name.get_ref()
+                            ),
                         )
-                    })?;
-                    let i = match vif {
-                        Some(v) => {
-                            let i = vif_index(v, "vr.route.vif")?;
-                            if !on_link(i, a) {
-                                return Err(self.err(
-                                    via,
-                                    "vr.route.via",
-                                    format!("{a} is outside every prefix of vif {:?}", v.get_ref()),
-                                ));
-                            }
-                            i
-                        }
-                        None => (0..vifs.len()).find(|&i| on_link(i, a)).ok_or_else(|| {
-                            self.err(
-                                via,
-                                "vr.route.via",
-                                format!(
-                                    "{a} is not inside any vif's prefix of VR {:?}",
-                                    vr.name.get_ref()
-                                ),
-                            )
-                        })?,
-                    };
+                    })?,
+                };
+                Ok((a, i))
+            };
+            let plan = match (&r.kind, &r.via, &r.vif, &r.nexthops) {
+                (Some(k), None, None, None) => RoutePlan::Special(*k.get_ref()),
+                (Some(k), _, _, _) => {
+                    return Err(self.err(
+                        k,
+                        "vr.route.type",
+                        "a typed route takes no via, vif or nexthops",
+                    ));
+                }
+                (None, Some(via), vif, None) => {
+                    let (a, i) = neighbour(via, vif, ("vr.route.via", "vr.route.vif"))?;
                     RoutePlan::Via(a, i)
                 }
-                (None, None, Some(v)) => RoutePlan::Attached(vif_index(v, "vr.route.vif")?),
-                (None, None, None) => {
-                    return Err(self.err(&r.prefix, "vr.route", "needs via, vif or type"));
+                (None, None, Some(v), None) => RoutePlan::Attached(vif_index(v, "vr.route.vif")?),
+                (None, None, None, None) => {
+                    return Err(self.err(
+                        &r.prefix,
+                        "vr.route",
+                        "needs via, vif, nexthops or type",
+                    ));
+                }
+                (None, _, _, Some(hops)) => {
+                    if let Some(x) = r.via.as_ref().or(r.vif.as_ref()) {
+                        return Err(self.err(
+                            x,
+                            "vr.route",
+                            "a route with nexthops names its via and vif in each of them",
+                        ));
+                    }
+                    let max = vrhost_fib::MAX_ECMP;
+                    let n = hops.get_ref().len();
+                    if !(1..=max).contains(&n) {
+                        return Err(self.err(
+                            hops,
+                            "vr.route.nexthops",
+                            format!("{n} next hops: a route takes 1 to {max}"),
+                        ));
+                    }
+                    let mut list: Vec<(IpAddr, usize, u16)> = Vec::with_capacity(n);
+                    for h in hops.get_ref() {
+                        let fields = ("vr.route.nexthops.via", "vr.route.nexthops.vif");
+                        let (a, i) = neighbour(&h.via, &h.vif, fields)?;
+                        let max_w = vrhost_fib::MAX_WEIGHT;
+                        let weight = match &h.weight {
+                            None => 1,
+                            Some(w) => u16::try_from(*w.get_ref())
+                                .ok()
+                                .filter(|w| (1..=max_w).contains(w))
+                                .ok_or_else(|| {
+                                    self.err(
+                                        w,
+                                        "vr.route.nexthops.weight",
+                                        format!("{} is not in 1..={max_w}", w.get_ref()),
+                                    )
+                                })?,
+                        };
+                        if list.iter().any(|&(b, j, _)| (b, j) == (a, i)) {
+                            return Err(self.err(
+                                &h.via,
+                                "vr.route.nexthops.via",
+                                format!("{a} is named twice (give it a weight instead)"),
+                            ));
+                        }
+                        list.push((a, i, weight));
+                    }
+                    RoutePlan::Multipath(list)
                 }
             };
             routes.push((prefix, plan));

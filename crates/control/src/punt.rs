@@ -136,11 +136,12 @@ fn setup_lines(plan: &VrPlan, only: Option<usize>) -> Vec<String> {
         ));
     }
     for (prefix, route) in &plan.routes {
-        let through = match route {
-            RoutePlan::Via(_, v) | RoutePlan::Attached(v) => Some(*v),
-            RoutePlan::Special(_) => None,
+        let through = |i: usize| match route {
+            RoutePlan::Via(_, v) | RoutePlan::Attached(v) => *v == i,
+            RoutePlan::Multipath(hops) => hops.iter().any(|h| h.1 == i),
+            RoutePlan::Special(_) => false,
         };
-        if only.is_none() || through.is_some_and(mine) {
+        if only.is_none_or(through) {
             lines.push(route_line(plan, prefix, route));
         }
     }
@@ -149,13 +150,20 @@ fn setup_lines(plan: &VrPlan, only: Option<usize>) -> Vec<String> {
 
 /// `ip route replace` arguments for a static route of the config.
 fn route_line(plan: &VrPlan, prefix: &IpPrefixSpec, route: &RoutePlan) -> String {
-    let p = match prefix {
-        IpPrefixSpec::V4(p) => p.to_string(),
-        IpPrefixSpec::V6(p) => p.to_string(),
-    };
+    let p = prefix;
     match *route {
         RoutePlan::Via(addr, vif) => {
             format!("route replace {p} via {addr} dev {}", plan.vifs[vif].name)
+        }
+        RoutePlan::Multipath(ref hops) => {
+            let mut line = format!("route replace {p}");
+            for &(addr, vif, weight) in hops {
+                line += &format!(
+                    " nexthop via {addr} dev {} weight {weight}",
+                    plan.vifs[vif].name
+                );
+            }
+            line
         }
         RoutePlan::Attached(vif) => format!("route replace {p} dev {}", plan.vifs[vif].name),
         RoutePlan::Special(RouteType::Blackhole) => format!("route replace blackhole {p}"),

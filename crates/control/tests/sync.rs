@@ -55,6 +55,12 @@ via = "fd00:b::2"
 [[vr.route]]
 prefix = "10.99.0.0/16"
 type = "blackhole"
+[[vr.route]]
+prefix = "198.18.0.0/15"
+nexthops = [{ via = "10.0.0.2", weight = 3 }, { via = "10.1.0.2" }]
+[[vr.route]]
+prefix = "2001:db8:fe::/48"
+nexthops = [{ via = "fd00:a::2" }, { via = "fd00:b::2", weight = 2 }]
 [[vr.neighbor]]
 address = "10.1.0.2"
 mac = "02:76:00:00:00:22"
@@ -172,6 +178,19 @@ fn static_config_is_in_the_namespace_and_the_fib_agrees() {
         "{routes}"
     );
     assert!(routes.contains("blackhole 10.99.0.0/16"), "{routes}");
+    assert!(
+        routes.contains("nexthop via 10.0.0.2 dev a weight 3"),
+        "{routes}"
+    );
+    // What the mirror read back from the kernel, weights and all.
+    assert_eq!(
+        rig.w4("198.18.0.0/15"),
+        Some(vec![(via("10.0.0.2", 0), 3), (via("10.1.0.2", 1), 1)])
+    );
+    assert_eq!(
+        rig.w6("2001:db8:fe::/48"),
+        Some(vec![(via("fd00:a::2", 0), 1), (via("fd00:b::2", 1), 2)])
+    );
     assert_eq!(rig.r4("192.0.2.0/24"), Some(vec![via("10.1.0.2", 1)]));
     assert_eq!(rig.r6("2001:db8:ff::/48"), Some(vec![via("fd00:b::2", 1)]));
     assert_eq!(rig.r4("10.99.0.0/16"), Some(vec![NextHop::Drop]));
@@ -314,13 +333,22 @@ fn bad_input_is_reported_and_counted_never_a_crash() {
 }
 
 /// All of the main table as `ip -j route` shows it, as (prefix, next hops) in the FIB's terms.
-fn kernel_table(rig: &Rig) -> Vec<(Prefix4, Vec<NextHop>)> {
+/// The kernel's IPv4 main table: each route's next hops with their weights.
+fn kernel_table(rig: &Rig) -> Vec<(Prefix4, Vec<(NextHop, u16)>)> {
     let out = rig
         .netns()
         .ip(&["-j", "-4", "route", "show", "table", "main"])
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mut t: Vec<(Prefix4, Vec<NextHop>)> = v
+    let vif = |d: &serde_json::Value| if d == "a" { 0 } else { 1 };
+    let hop = |r: &serde_json::Value| match (r["type"].as_str(), r["gateway"].as_str()) {
+        (Some("blackhole"), _) => NextHop::Drop,
+        (_, Some(g)) => via(g, vif(&r["dev"])),
+        (_, None) => NextHop::Attached {
+            ifindex: vif(&r["dev"]),
+        },
+    };
+    let mut t: Vec<(Prefix4, Vec<(NextHop, u16)>)> = v
         .as_array()
         .unwrap()
         .iter()
@@ -331,28 +359,30 @@ fn kernel_table(rig: &Rig) -> Vec<(Prefix4, Vec<NextHop>)> {
             } else {
                 dst.parse().unwrap()
             };
-            let vif = |d: &serde_json::Value| if d == "a" { 0 } else { 1 };
-            let hop = match (r["type"].as_str(), r["gateway"].as_str()) {
-                (Some("blackhole"), _) => NextHop::Drop,
-                (_, Some(g)) => via(g, vif(&r["dev"])),
-                (_, None) => NextHop::Attached {
-                    ifindex: vif(&r["dev"]),
-                },
+            let hops = match r["nexthops"].as_array() {
+                Some(nhs) => nhs
+                    .iter()
+                    .map(|nh| (hop(nh), nh["weight"].as_u64().unwrap() as u16))
+                    .collect(),
+                None => vec![(hop(r), 1)],
             };
-            (p, vec![hop])
+            (p, hops)
         })
         .collect();
     t.sort_by_key(|e| e.0);
     t
 }
 
-fn fib_table(rig: &Rig) -> Vec<(Prefix4, Vec<NextHop>)> {
+fn fib_table(rig: &Rig) -> Vec<(Prefix4, Vec<(NextHop, u16)>)> {
     rig.vr
         .fib4
         .routes()
         .into_iter()
         .filter(|(_, s)| s.hops() != [NextHop::Local])
-        .map(|(p, s)| (p, s.hops().to_vec()))
+        .map(|(p, s)| {
+            let hops = s.hops().iter().enumerate();
+            (p, hops.map(|(i, h)| (*h, s.weight(i))).collect())
+        })
         .collect()
 }
 

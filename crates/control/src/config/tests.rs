@@ -558,3 +558,98 @@ fn flow_cache_settings_are_planned_and_bad_ones_name_the_field() {
         0
     );
 }
+
+/// The test config with one more route: `[[vr.route]]`, its prefix, then `body` (the
+/// route's line 3 onwards).
+fn route_with(prefix: &str, body: &str) -> String {
+    with(&format!(
+        "{VR}[[vr.route]]\nprefix = \"{prefix}\"\n{body}\n"
+    ))
+}
+
+#[test]
+fn multipath_routes_name_each_next_hop_and_its_weight() {
+    let text = route_with(
+        "203.0.113.0/24",
+        r#"nexthops = [{ via = "10.0.0.2", weight = 3 }, { via = "10.0.1.2", vif = "b" }]"#,
+    );
+    let c = Config::parse("t.toml", &text).unwrap();
+    let p = &c.plans()[0];
+    assert_eq!(
+        p.routes.last().unwrap().1,
+        RoutePlan::Multipath(vec![
+            ("10.0.0.2".parse().unwrap(), 0, 3),
+            ("10.0.1.2".parse().unwrap(), 1, 1),
+        ])
+    );
+    // Every bad next hop is named on the route's `nexthops` line.
+    let line = text.lines().count();
+    for (body, field, says) in [
+        (
+            r#"nexthops = [{ via = "10.0.0.2", weight = 0 }]"#,
+            "vr.route.nexthops.weight",
+            "0 is not in 1..=256",
+        ),
+        (
+            r#"nexthops = [{ via = "10.0.0.2", weight = 257 }]"#,
+            "vr.route.nexthops.weight",
+            "257 is not in 1..=256",
+        ),
+        (
+            r#"nexthops = [{ via = "10.0.0.2" }, { via = "10.9.9.9" }]"#,
+            "vr.route.nexthops.via",
+            "10.9.9.9 is not inside any vif's prefix",
+        ),
+        (
+            r#"nexthops = [{ via = "10.0.0.2", vif = "b" }]"#,
+            "vr.route.nexthops.via",
+            "outside every prefix of vif \"b\"",
+        ),
+        (
+            r#"nexthops = [{ via = "10.0.0.2" }, { via = "10.0.0.2", weight = 2 }]"#,
+            "vr.route.nexthops.via",
+            "10.0.0.2 is named twice",
+        ),
+        (
+            r#"nexthops = [{ via = "fd00::2" }]"#,
+            "vr.route.nexthops.via",
+            "fd00::2 is not of the family of 203.0.113.0/24",
+        ),
+        (
+            r#"nexthops = [{ via = "10.0.0.2", vif = "z" }]"#,
+            "vr.route.nexthops.vif",
+            "VR \"blue\" has no vif \"z\"",
+        ),
+        (
+            r#"nexthops = []"#,
+            "vr.route.nexthops",
+            "0 next hops: a route takes 1 to 64",
+        ),
+    ] {
+        let e = err(&route_with("203.0.113.0/24", body));
+        assert_eq!((e.field.as_str(), e.line), (field, line), "{body}: {e}");
+        assert!(e.message.contains(says), "{body}: {e}");
+    }
+    // nexthops with via or type beside it, and a via of the other family.
+    let e = err(&route_with(
+        "203.0.113.0/24",
+        "via = \"10.0.0.2\"\nnexthops = [{ via = \"10.0.1.2\" }]",
+    ));
+    assert_eq!((e.field.as_str(), e.line), ("vr.route", line), "{e}");
+    let e = err(&route_with(
+        "203.0.113.0/24",
+        "type = \"blackhole\"\nnexthops = [{ via = \"10.0.1.2\" }]",
+    ));
+    assert_eq!((e.field.as_str(), e.line), ("vr.route.type", line), "{e}");
+    let e = err(&route_with("2001:db8::/32", "via = \"10.0.0.2\""));
+    assert_eq!((e.field.as_str(), e.line), ("vr.route.via", line), "{e}");
+    assert!(
+        e.message.contains("not of the family of 2001:db8::/32"),
+        "{e}"
+    );
+    let e = err(&route_with(
+        "203.0.113.0/24",
+        r#"nexthops = [{ via = "10.0.0.2", wieght = 2 }]"#,
+    ));
+    assert!(e.message.contains("wieght"), "{e}");
+}
