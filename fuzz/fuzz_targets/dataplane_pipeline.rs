@@ -457,7 +457,11 @@ fn drain_tx(h: &mut Harness) -> (u64, u64) {
     let (mut n, mut foreign) = (0, 0);
     for peer in &mut h.peers {
         for f in peer.recv_all(&h.pool) {
-            assert!(f.len() >= 14, "a {}-byte frame left", f.len());
+            assert!(
+                f.len() >= usize::from(vrhost_dataplane::MIN_FRAME),
+                "a {}-byte frame left",
+                f.len()
+            );
             n += 1;
             if !MACS.iter().any(|m| f[6..12] == m.0) {
                 foreign += 1;

@@ -52,7 +52,7 @@ pub use demux::{ArpRules, Copies, L2Info, PortDemux, Verdict, VifRef, parse_l2};
 pub use error::DpError;
 pub use fastpath::{FastFlow, FastPath};
 pub use neigh::{NeighMap, NeighTable};
-pub use pool::{COLOURED_FRAME, HEADROOM, MAX_FRAME, Meta, Pkt, Pool, SLOT_SIZE};
+pub use pool::{COLOURED_FRAME, HEADROOM, MAX_FRAME, MIN_FRAME, Meta, Pkt, Pool, SLOT_SIZE};
 pub use sched::{Fairness, Scheduler, Watchdog, jain};
 pub use vector::{PktVec, VECTOR};
 pub use vr::{

@@ -67,6 +67,9 @@ pub const SLOT_SIZE: usize = 2048;
 pub const HEADROOM: usize = 128;
 /// Largest frame a slot holds (a 1518-byte frame with two tags fits with room to spare).
 pub const MAX_FRAME: usize = SLOT_SIZE - HEADROOM;
+/// Shortest frame the data plane transmits: IEEE 802.3's 64 bytes less the FCS. Shorter
+/// ones are padded with zeros as they are staged for a port.
+pub const MIN_FRAME: u16 = 60;
 /// Colours a placed frame may take (see the module docs): 0 to `COLOURS - 1` cache lines
 /// after [`HEADROOM`].
 const COLOURS: u32 = 16;

@@ -41,8 +41,11 @@ fn ipv4_forwarded_with_rewritten_l2_ttl_and_checksum() {
     assert_eq!(ip.ttl(), 63);
     assert!(ip.verify_checksum());
     assert_eq!((ip.src_addr(), ip.dst_addr()), (HOST_A, dst));
-    // Everything after the TTL/checksum is untouched.
-    assert_eq!(&f.payload()[20..], &l3[20..]);
+    // Everything after the TTL/checksum is untouched; the 47-byte frame is padded with
+    // zeros to 60 bytes.
+    assert_eq!(&f.payload()[20..l3.len()], &l3[20..]);
+    assert_eq!(out[0].len(), 60);
+    assert!(f.payload()[l3.len()..].iter().all(|&b| b == 0));
     assert!(rig.recv(0).is_empty());
     let s = rig.dp.vr("blue").unwrap().stats();
     assert_eq!((s.rx_packets, s.tx_packets, s.total_drops()), (1, 1, 0));
@@ -357,5 +360,41 @@ fn bytes_left_in_the_slot_past_the_frame_do_not_count() {
     let s = rig.dp.vr("blue").unwrap().stats();
     assert_drops(&s, &[(Drop::Ip4Truncated, 1), (Drop::Ip4BadLength, 1)]);
     assert_eq!(rig.recv(1).len(), 1);
+    assert_eq!(rig.in_use(), 0);
+}
+
+/// A short datagram comes in a frame its sender padded (here with 0xee, not zeros): the
+/// padding is not forwarded as if it were the packet's. The datagram leaves in a frame
+/// padded again to 60 bytes, with zeros; and a frame the VR's control plane sends short
+/// (an ARP reply, 42 bytes) leaves padded too. Counters count the bytes that left.
+#[test]
+fn short_frames_leave_padded_with_zeros_to_60_bytes() {
+    let mut rig = blue();
+    let l3 = udp4(HOST_A, FAR, 64, 7, 9, b"");
+    assert_eq!(l3.len(), 28);
+    let mut sent = eth(mac(1), HOST_MAC, None, 0x0800, &l3);
+    sent.resize(60, 0xee);
+    rig.send(0, &sent);
+    rig.run();
+    let out = rig.recv(1);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].len(), 60);
+    assert_eq!(out[0][14 + 8], 63, "forwarded: TTL less one");
+    assert_eq!(&out[0][14 + 20..42], &l3[20..]);
+    assert_eq!(out[0][42..], [0; 18], "the sender's padding stays behind");
+    let arp = eth(
+        mac(0x22),
+        mac(2),
+        None,
+        0x0806,
+        &arp_request(mac(2), B, NH_B),
+    );
+    assert_eq!(arp.len(), 42);
+    let p = rig.pool.alloc_frame(&arp).unwrap();
+    rig.dp.inject("blue", 1, p).unwrap();
+    rig.run();
+    assert_eq!(rig.recv(1), [padded(&arp)]);
+    let s = rig.dp.vr("blue").unwrap().stats();
+    assert_eq!((s.tx_packets, s.tx_bytes), (2, 120));
     assert_eq!(rig.in_use(), 0);
 }

@@ -18,7 +18,7 @@ pub(crate) mod resolve;
 use std::sync::Arc;
 
 use crate::counters::{Drop, N_NODES, Node, NodeCounters, VrCounters};
-use crate::pool::{Pkt, Pool};
+use crate::pool::{MIN_FRAME, Pkt, Pool};
 use crate::tx::{Flush, TxStage};
 use crate::vector::VECTOR;
 use crate::vr::{Vif, Vr};
@@ -136,8 +136,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// Stage a finished frame whose metadata already names its egress `port` and `vif`.
+    /// A frame shorter than [`MIN_FRAME`] is padded to it first.
     #[inline(always)]
-    pub(crate) fn send_tagged(&mut self, p: Pkt, port: u16, vif: u16, len: u16) {
+    pub(crate) fn send_tagged(&mut self, mut p: Pkt, port: u16, vif: u16, mut len: u16) {
+        if len < MIN_FRAME {
+            len = self.pad(&mut p);
+        }
         if let Err(p) = self.tx.try_push(p, port, vif, len) {
             let mut f = self.settle();
             self.tx.flush_port(usize::from(port), &mut f);
@@ -147,6 +151,23 @@ impl<'a> Ctx<'a> {
                 self.drop(p, Drop::TxFull);
             }
         }
+    }
+
+    /// Pad a short frame with zeros to [`MIN_FRAME`] bytes; returns its new length. Out of
+    /// line: only frames that shrank here are short (a datagram trimmed of the link-layer
+    /// padding it came with, a VLAN tag popped, a last fragment), or ones the control plane
+    /// sent (an ARP reply is 42 bytes).
+    #[cold]
+    #[inline(never)]
+    fn pad(&mut self, p: &mut Pkt) -> u16 {
+        let (m, slot) = self.pool.slot_mut(p);
+        let (off, len) = (usize::from(m.off), usize::from(m.len));
+        // Frames start in the headroom or at the start of a slot of 2 KiB: there is room.
+        if let Some(tail) = slot.get_mut(off + len..off + usize::from(MIN_FRAME)) {
+            tail.fill(0);
+            m.len = MIN_FRAME;
+        }
+        m.len
     }
 
     /// Send everything staged.

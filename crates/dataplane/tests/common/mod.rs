@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use vrhost_dataplane::port::mem::{self, MemPeer};
 use vrhost_dataplane::port::{RxQueue, TxQueue};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, IfAddr, Pool, RunVrs, VifConfig, Worker};
+use vrhost_dataplane::{
+    Dataplane, DataplaneConfig, IfAddr, MIN_FRAME, Pool, RunVrs, VifConfig, Worker,
+};
 use vrhost_fib::NextHop;
 use vrhost_wire::EthernetAddress;
 use vrhost_wire::ip::Protocol;
@@ -174,9 +176,18 @@ impl Rig {
         while self.worker.poll() > 0 {}
     }
 
-    /// What left by `port`.
+    /// What left by `port` (checked to be frames of at least [`MIN_FRAME`] bytes).
+    #[track_caller]
     pub fn recv(&mut self, port: usize) -> Vec<Vec<u8>> {
-        self.peers[port].recv_all(&self.pool)
+        let out = self.peers[port].recv_all(&self.pool);
+        for f in &out {
+            assert!(
+                f.len() >= usize::from(MIN_FRAME),
+                "a {}-byte frame left",
+                f.len()
+            );
+        }
+        out
     }
 
     /// Pool slots not free (packets held somewhere). 0 when everything was accounted for.

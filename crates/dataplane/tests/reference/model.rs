@@ -1411,7 +1411,25 @@ pub(crate) fn check_l2<'f>(
         f.len() >= off + 2 && be16(&f[off..]) == ty,
         "ethertype not {ty:#06x}"
     );
-    Ok(&f[off + 2..])
+    // A frame leaves at least 60 bytes long, a shorter one padded with zeros after its
+    // datagram (whose own length says where it ends).
+    ensure!(f.len() >= 60, "a frame of {} bytes", f.len());
+    let l3 = &f[off + 2..];
+    let len = match ty {
+        0x0800 if l3.len() >= 4 => usize::from(be16(&l3[2..])),
+        0x86dd if l3.len() >= 6 => 40 + usize::from(be16(&l3[4..])),
+        _ => l3.len(),
+    }
+    .min(l3.len());
+    let pad = &l3[len..];
+    ensure!(
+        pad.is_empty() || (f.len() == 60 && pad.iter().all(|&b| b == 0)),
+        "{} bytes after the datagram of a {}-byte frame: {}",
+        pad.len(),
+        f.len(),
+        hex(pad)
+    );
+    Ok(&l3[..len])
 }
 
 /// `dgram` as it must leave: TTL one less and the header checksum recomputed (IPv4), hop

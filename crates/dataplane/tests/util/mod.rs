@@ -14,7 +14,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use vrhost_dataplane::{Drop, IfAddr, Meta, Vr, VrConfig, VrStats};
+use vrhost_dataplane::{Drop, IfAddr, MIN_FRAME, Meta, Vr, VrConfig, VrStats};
 use vrhost_fib::NextHop;
 use vrhost_wire::EthernetAddress;
 use vrhost_wire::{arp, ipv4, vlan};
@@ -121,20 +121,50 @@ pub struct L2 {
     /// TPIDs of the tags, outermost first.
     pub tpids: Vec<u16>,
     pub ethertype: u16,
+    /// The datagram (IPv4, IPv6, ARP) without the frame's padding; the rest for others.
     pub l3: Vec<u8>,
+    /// Bytes after the datagram: zeros, and only as many as make the frame
+    /// [`MIN_FRAME`] long (checked).
+    pub pad: usize,
 }
 
-/// Dissect a frame (panics on a malformed one: what the data plane sends must parse).
+/// Dissect a frame (panics on a malformed one: what the data plane sends must parse), and
+/// check that any bytes after its datagram are zero padding to the shortest frame.
 pub fn l2(frame: &[u8]) -> L2 {
     let tags = vlan::parse_tags(frame).expect("frame parses");
+    let at = tags.l3_offset();
+    let l3 = &frame[at..];
+    let ethertype = tags.ethertype().0;
+    let len = match ethertype {
+        0x0800 if l3.len() >= 4 => usize::from(u16::from_be_bytes([l3[2], l3[3]])),
+        0x86dd if l3.len() >= 6 => 40 + usize::from(u16::from_be_bytes([l3[4], l3[5]])),
+        0x0806 => 28,
+        _ => l3.len(),
+    }
+    .min(l3.len());
+    let pad = &l3[len..];
+    assert!(
+        pad.is_empty() || (frame.len() == usize::from(MIN_FRAME) && pad.iter().all(|&b| b == 0)),
+        "{} bytes after the datagram of a {}-byte frame: {pad:02x?}",
+        pad.len(),
+        frame.len()
+    );
     L2 {
         dst: EthernetAddress::from_bytes(&frame[0..6]),
         src: EthernetAddress::from_bytes(&frame[6..12]),
         vlans: tags.tags().iter().map(|t| t.tci.vid()).collect(),
         tpids: tags.tags().iter().map(|t| t.tpid.0).collect(),
-        ethertype: tags.ethertype().0,
-        l3: frame[tags.l3_offset()..].to_vec(),
+        ethertype,
+        l3: l3[..len].to_vec(),
+        pad: pad.len(),
     }
+}
+
+/// `frame` as the data plane sends it: padded with zeros to [`MIN_FRAME`] bytes.
+pub fn padded(frame: &[u8]) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    f.resize(f.len().max(usize::from(MIN_FRAME)), 0);
+    f
 }
 
 /// Ethernet header with any stack of (TPID, VID) tags in front of `l3`.
