@@ -561,8 +561,8 @@ impl Daemon {
         let hops = |set: &vrhost_fib::NextHopSet| -> Vec<String> {
             match set.hops() {
                 [one] => vec![hop(one)],
-                many => (many.iter().enumerate())
-                    .map(|(i, h)| format!("{} weight {}", hop(h), set.weight(i)))
+                _ => (set.members())
+                    .map(|(h, w)| format!("{} weight {w}", hop(&h)))
                     .collect(),
             }
         };

@@ -129,25 +129,13 @@ impl Rig {
     /// The route's next hops with their weights.
     fn w4(&self, p: &str) -> Option<Vec<(NextHop, u16)>> {
         let s = self.vr.fib4.get(&p.parse::<Prefix4>().unwrap())?;
-        Some(
-            s.hops()
-                .iter()
-                .enumerate()
-                .map(|(i, h)| (*h, s.weight(i)))
-                .collect(),
-        )
+        Some(s.members().collect())
     }
 
     /// [`Rig::w4`] for IPv6.
     fn w6(&self, p: &str) -> Option<Vec<(NextHop, u16)>> {
         let s = self.vr.fib6.get(&p.parse::<Prefix6>().unwrap())?;
-        Some(
-            s.hops()
-                .iter()
-                .enumerate()
-                .map(|(i, h)| (*h, s.weight(i)))
-                .collect(),
-        )
+        Some(s.members().collect())
     }
 
     fn r6(&self, p: &str) -> Option<Vec<NextHop>> {
@@ -379,10 +367,7 @@ fn fib_table(rig: &Rig) -> Vec<(Prefix4, Vec<(NextHop, u16)>)> {
         .routes()
         .into_iter()
         .filter(|(_, s)| s.hops() != [NextHop::Local])
-        .map(|(p, s)| {
-            let hops = s.hops().iter().enumerate();
-            (p, hops.map(|(i, h)| (*h, s.weight(i))).collect())
-        })
+        .map(|(p, s)| (p, s.members().collect()))
         .collect()
 }
 

@@ -154,6 +154,11 @@ impl NextHopSet {
         &self.hops
     }
 
+    /// The members with their weights, in order.
+    pub fn members(&self) -> impl Iterator<Item = (NextHop, u16)> + '_ {
+        (self.hops.iter().enumerate()).map(|(i, h)| (*h, self.weight(i)))
+    }
+
     /// Member `i`'s weight as given (1 unless set).
     #[inline]
     pub fn weight(&self, i: usize) -> u16 {
@@ -417,7 +422,8 @@ mod tests {
                 assert_eq!(set.shares(), ws.len() as u32, "{ws:?}");
             }
         }
-        assert_eq!(NextHopSet::ecmp([hop(1), hop(2)]).unwrap().weight(1), 1);
+        let s = NextHopSet::ecmp([hop(1), hop(2)]).unwrap();
+        assert_eq!(s.members().collect::<Vec<_>>(), [(hop(1), 1), (hop(2), 1)]);
     }
 
     /// What a change of the set disturbs: with `n` equal members, taking one out moves at
