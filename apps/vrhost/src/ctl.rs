@@ -300,13 +300,21 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
                 r["cycles_per_packet"].as_f64().unwrap_or(0.0),
                 r["ingress_wait"]["p99_us"]
                     .as_f64()
-                    .map_or("-".into(), |u| format!("{u:.0}us")),
+                    .map_or("-".into(), |u| {
+                        let mark = if over_bound(&r["ingress_wait"]) {
+                            "!"
+                        } else {
+                            ""
+                        };
+                        format!("{u:.0}us{mark}")
+                    }),
                 r["state"].as_str().unwrap_or("?"),
             );
         }
         println!(
             "(worker* = pinned by config; P99-WAIT: 99 % of sampled packets waited at most this \
-             long in the VR's ingress ring)"
+             long in the VR's ingress ring; ! = over 1 % waited at least the deferral's bound, \
+             [dataplane] max_deferral_us)"
         );
     }
     if let Some(ws) = v.get("workers").and_then(Value::as_array) {
@@ -444,6 +452,13 @@ fn print_show(v: &Value) -> anyhow::Result<()> {
             us(&w["p99_us"]),
             us(&w["max_us"]),
         );
+        if let Some(over) = w["over_bound"].as_u64() {
+            println!(
+                "  {over} of them waited at least the deferral's bound ({} µs){}",
+                n(&w["bound_us"]),
+                if over_bound(w) { ": over 1 %" } else { "" }
+            );
+        }
     }
     println!(
         "  {:<8} {:<18} {:>5} {:<6} {:>12} {:>12}",
@@ -472,12 +487,29 @@ fn print_show(v: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether more than 1 % of a VR's sampled packets surely waited at least the deferral's
+/// bound (`ingress_wait` of `status` or `show`).
+fn over_bound(w: &Value) -> bool {
+    w["over_bound"]
+        .as_u64()
+        .is_some_and(|over| over * 100 > n(&w["samples"]))
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Read;
     use std::time::Instant;
 
     use super::*;
+
+    #[test]
+    fn a_vr_is_marked_when_over_1_percent_waited_the_bound() {
+        let w = |over: Option<u64>, samples: u64| json!({"over_bound": over, "samples": samples});
+        assert!(!over_bound(&w(Some(1), 100)), "1 % is not over 1 %");
+        assert!(over_bound(&w(Some(2), 100)));
+        assert!(!over_bound(&w(Some(0), 0)));
+        assert!(!over_bound(&w(None, 100)), "deferring off: no bound");
+    }
 
     fn socket(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("vrhost-ctl-{name}-{}.sock", std::process::id()))

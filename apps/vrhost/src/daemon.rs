@@ -677,7 +677,7 @@ impl Daemon {
                 "taps_recreated": info.taps_recreated,
             },
             "drops": drops,
-            "ingress_wait": wait_json(&s.ingress_wait, true),
+            "ingress_wait": wait_json(&s.ingress_wait, true, self.dp.max_deferral()),
             "vifs": vifs,
             "sync": sync,
             "problems": info.problems,
@@ -801,7 +801,7 @@ impl Daemon {
                     "cycles_per_packet": if s.scheduled == 0 { 0.0 } else { s.cycles as f64 / s.scheduled as f64 },
                     "watchdog_offences": s.watchdog_offences,
                     "watchdog_excused": s.watchdog_excused,
-                    "ingress_wait": wait_json(&s.ingress_wait, false),
+                    "ingress_wait": wait_json(&s.ingress_wait, false, self.dp.max_deferral()),
                 })
             })
             .collect();
@@ -970,8 +970,10 @@ impl Daemon {
 /// How long a VR's packets waited in its ingress rings since it was made (sampled; see
 /// `vrhost_dataplane::wait`), in µs: quantiles are their bucket's upper bound (within 25 %),
 /// `null` before any sample. With `buckets`, every nonempty bucket as `[from, to, count]`
-/// (`to` is `null` for the last, open one).
-fn wait_json(w: &WaitStats, buckets: bool) -> Value {
+/// (`to` is `null` for the last, open one). `over_bound`: how many samples surely waited
+/// at least `bound`, the deferral's bound (`null` with deferring off): more than 1 % of
+/// them says the VRs cannot be kept within it (`ctl status` marks the VR).
+fn wait_json(w: &WaitStats, buckets: bool, bound: Duration) -> Value {
     let us = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e6);
     let mut v = json!({
         "samples": w.samples(),
@@ -979,6 +981,8 @@ fn wait_json(w: &WaitStats, buckets: bool) -> Value {
         "p50_us": us(w.quantile(0.5)),
         "p99_us": us(w.quantile(0.99)),
         "max_us": (w.samples() > 0).then(|| w.max_ns as f64 / 1e3),
+        "bound_us": (!bound.is_zero()).then_some(bound.as_micros() as u64),
+        "over_bound": (!bound.is_zero()).then(|| w.at_least(bound)),
     });
     if buckets {
         let b: Vec<Value> = (w.buckets.iter().enumerate())

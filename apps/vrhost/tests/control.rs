@@ -209,6 +209,12 @@ fn a_neighbour_unknown_to_the_data_plane_is_resolved_through_the_namespace() {
     let (p99, max) = (w["p99_us"].as_f64().unwrap(), w["max_us"].as_f64().unwrap());
     assert!(p99 <= max * 1.25 + 1.1 && max < 1e6, "{w}");
     assert!(!w["buckets"].as_array().unwrap().is_empty(), "{w}");
+    // Checked against the deferral's bound (10 ms unless set): no ping waited that long.
+    assert_eq!(
+        (w["bound_us"].as_u64(), w["over_bound"].as_u64()),
+        (Some(10_000), Some(0)),
+        "{w}"
+    );
 }
 
 #[test]

@@ -165,6 +165,17 @@ impl WaitStats {
         unreachable!("rank {rank} is at most the {n} samples")
     }
 
+    /// Samples that surely waited `d` or longer: those in the buckets that start at `d` or
+    /// above. (A bucket that holds `d` is left out, so this undercounts by at most that
+    /// bucket, a quarter of a power of two wide.) What a bound on the wait is checked with.
+    pub fn at_least(&self, d: Duration) -> u64 {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        (self.buckets.iter().enumerate())
+            .filter(|(i, _)| bounds(*i).0 >= ns)
+            .map(|(_, c)| c)
+            .sum()
+    }
+
     /// The waits counted after `earlier` (a snapshot of the same counters). The longest
     /// wait is not kept per span: it is the all-time one, capped by the upper bound of the
     /// span's highest nonempty bucket.
@@ -235,6 +246,17 @@ mod tests {
         // 300 µs lies in [262,144, 327,680).
         assert_eq!(s.quantile(0.99), Some(Duration::from_nanos(327_679)));
         assert_eq!(s.quantile(1.0), Some(Duration::from_nanos(9_000_000)));
+        // Waits surely at least a bound: 300 µs's bucket starts at 262,144 ns.
+        assert_eq!(s.at_least(Duration::from_micros(200)), 10);
+        assert_eq!(s.at_least(Duration::from_nanos(262_144)), 10);
+        assert_eq!(
+            s.at_least(Duration::from_nanos(262_145)),
+            1,
+            "its bucket is left out"
+        );
+        assert_eq!(s.at_least(Duration::from_millis(9)), 0, "as is 9 ms's");
+        assert_eq!(s.at_least(Duration::ZERO), 100);
+        assert_eq!(s.at_least(Duration::MAX), 0);
     }
 
     #[test]
