@@ -95,18 +95,14 @@ pub fn add_vr(dp: &Dataplane, plan: &VrPlan, ports: &[PortId]) -> Result<Arc<Vr>
                 RoutePlan::Special(RouteType::Prohibit) => one(NextHop::Prohibit),
                 RoutePlan::Special(RouteType::Local) => one(NextHop::Local),
             };
-            let set = set.map_err(|source| ApplyError::Route {
+            // A bad set or a refused insert: either way this route's error.
+            set.and_then(|set| match prefix {
+                IpPrefixSpec::V4(p) => vr.fib4.insert(*p, set).map(drop),
+                IpPrefixSpec::V6(p) => vr.fib6.insert(*p, set).map(drop),
+            })
+            .map_err(|source| ApplyError::Route {
                 vr: plan.name.clone(),
                 prefix: prefix.to_string(),
-                source,
-            })?;
-            let (r, name) = match prefix {
-                IpPrefixSpec::V4(p) => (vr.fib4.insert(*p, set).map(drop), p.to_string()),
-                IpPrefixSpec::V6(p) => (vr.fib6.insert(*p, set).map(drop), p.to_string()),
-            };
-            r.map_err(|source| ApplyError::Route {
-                vr: plan.name.clone(),
-                prefix: name,
                 source,
             })?;
         }

@@ -149,8 +149,7 @@ fn setup_lines(plan: &VrPlan, only: Option<usize>) -> Vec<String> {
 }
 
 /// `ip route replace` arguments for a static route of the config.
-fn route_line(plan: &VrPlan, prefix: &IpPrefixSpec, route: &RoutePlan) -> String {
-    let p = prefix;
+fn route_line(plan: &VrPlan, p: &IpPrefixSpec, route: &RoutePlan) -> String {
     match *route {
         RoutePlan::Via(addr, vif) => {
             format!("route replace {p} via {addr} dev {}", plan.vifs[vif].name)
