@@ -20,6 +20,34 @@ use vrhost_wire::EthernetAddress;
 use vrhost_wire::ip::Protocol;
 use vrhost_wire::{checksum, ipv4, ipv6, udp};
 
+/// How long the datagram in a sent frame is: `l3` (what follows the frame's EtherType
+/// `ty`) cut at the datagram's own length (IPv4, IPv6, ARP; all of `l3` for others).
+/// Checks that the frame is at least [`MIN_FRAME`] bytes and that anything after the
+/// datagram is zeros padding a frame of exactly that length, as the data plane pads.
+pub fn datagram_len(ty: u16, l3: &[u8], frame_len: usize) -> Result<usize, String> {
+    let min = usize::from(MIN_FRAME);
+    if frame_len < min {
+        return Err(format!("a frame of {frame_len} bytes"));
+    }
+    let be16 = |i: usize| usize::from(u16::from_be_bytes([l3[i], l3[i + 1]]));
+    let len = match ty {
+        0x0800 if l3.len() >= 4 => be16(2),
+        0x86dd if l3.len() >= 6 => 40 + be16(4),
+        0x0806 => 28,
+        _ => l3.len(),
+    }
+    .min(l3.len());
+    let pad = &l3[len..];
+    if pad.is_empty() || (frame_len == min && pad.iter().all(|&b| b == 0)) {
+        Ok(len)
+    } else {
+        Err(format!(
+            "{} bytes after the datagram of a {frame_len}-byte frame: {pad:02x?}",
+            pad.len()
+        ))
+    }
+}
+
 pub const HOST_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0xaa, 0x01]);
 
 pub fn mac(last: u8) -> EthernetAddress {

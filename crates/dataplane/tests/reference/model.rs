@@ -11,7 +11,7 @@ use vrhost_dataplane::{DemuxKey, Drop, IfAddr, Vr, VrConfig};
 use vrhost_fib::{NextHop, NextHopSet, Prefix4, Prefix6};
 use vrhost_wire::EthernetAddress;
 
-use crate::common::{HOST_MAC, Rig, vif};
+use crate::common::{HOST_MAC, Rig, datagram_len, vif};
 
 pub(crate) type Mac = [u8; 6];
 
@@ -1413,23 +1413,8 @@ pub(crate) fn check_l2<'f>(
     );
     // A frame leaves at least 60 bytes long, a shorter one padded with zeros after its
     // datagram (whose own length says where it ends).
-    ensure!(f.len() >= 60, "a frame of {} bytes", f.len());
     let l3 = &f[off + 2..];
-    let len = match ty {
-        0x0800 if l3.len() >= 4 => usize::from(be16(&l3[2..])),
-        0x86dd if l3.len() >= 6 => 40 + usize::from(be16(&l3[4..])),
-        _ => l3.len(),
-    }
-    .min(l3.len());
-    let pad = &l3[len..];
-    ensure!(
-        pad.is_empty() || (f.len() == 60 && pad.iter().all(|&b| b == 0)),
-        "{} bytes after the datagram of a {}-byte frame: {}",
-        pad.len(),
-        f.len(),
-        hex(pad)
-    );
-    Ok(&l3[..len])
+    Ok(&l3[..datagram_len(ty, l3, f.len())?])
 }
 
 /// `dgram` as it must leave: TTL one less and the header checksum recomputed (IPv4), hop

@@ -19,7 +19,7 @@ use vrhost_fib::NextHop;
 use vrhost_wire::EthernetAddress;
 use vrhost_wire::{arp, ipv4, vlan};
 
-use crate::common::{Rig, mac, vif};
+use crate::common::{Rig, datagram_len, mac, vif};
 
 /// VIF a's IPv4 address (port 0).
 pub const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -123,32 +123,15 @@ pub struct L2 {
     pub ethertype: u16,
     /// The datagram (IPv4, IPv6, ARP) without the frame's padding; the rest for others.
     pub l3: Vec<u8>,
-    /// Bytes after the datagram: zeros, and only as many as make the frame
-    /// [`MIN_FRAME`] long (checked).
-    pub pad: usize,
 }
 
 /// Dissect a frame (panics on a malformed one: what the data plane sends must parse), and
 /// check that any bytes after its datagram are zero padding to the shortest frame.
 pub fn l2(frame: &[u8]) -> L2 {
     let tags = vlan::parse_tags(frame).expect("frame parses");
-    let at = tags.l3_offset();
-    let l3 = &frame[at..];
+    let l3 = &frame[tags.l3_offset()..];
     let ethertype = tags.ethertype().0;
-    let len = match ethertype {
-        0x0800 if l3.len() >= 4 => usize::from(u16::from_be_bytes([l3[2], l3[3]])),
-        0x86dd if l3.len() >= 6 => 40 + usize::from(u16::from_be_bytes([l3[4], l3[5]])),
-        0x0806 => 28,
-        _ => l3.len(),
-    }
-    .min(l3.len());
-    let pad = &l3[len..];
-    assert!(
-        pad.is_empty() || (frame.len() == usize::from(MIN_FRAME) && pad.iter().all(|&b| b == 0)),
-        "{} bytes after the datagram of a {}-byte frame: {pad:02x?}",
-        pad.len(),
-        frame.len()
-    );
+    let len = datagram_len(ethertype, l3, frame.len()).unwrap_or_else(|e| panic!("{e}"));
     L2 {
         dst: EthernetAddress::from_bytes(&frame[0..6]),
         src: EthernetAddress::from_bytes(&frame[6..12]),
@@ -156,7 +139,6 @@ pub fn l2(frame: &[u8]) -> L2 {
         tpids: tags.tags().iter().map(|t| t.tpid.0).collect(),
         ethertype,
         l3: l3[..len].to_vec(),
-        pad: pad.len(),
     }
 }
 
