@@ -85,12 +85,29 @@ pub struct RouteMsg {
     pub src_len: u8,
     /// Type.
     pub kind: RouteKind,
-    /// Next hops (one for a plain route, several for multipath, none for blackholes …).
+    /// Next hops (one for a plain route, several for multipath, none for blackholes …). A
+    /// route through a nexthop object has them only as the kernel's expansion of it (none
+    /// with `nexthop_compat_mode` off).
     pub hops: Vec<Hop>,
+    /// The nexthop object the route uses (`RTA_NH_ID`, `ip route … nhid N`).
+    pub nh: Option<u32>,
     /// `NLM_F_APPEND` (IPv4: queue behind routes of the same metric).
     pub append: bool,
     /// `NLM_F_REPLACE` (IPv4: replace the first route of the same metric).
     pub replace: bool,
+}
+
+/// A nexthop object (`ip nexthop`; see [`super::nexthop`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NhDef {
+    /// One next hop (its weight is 1).
+    One(Hop),
+    /// Discard.
+    Blackhole,
+    /// A group: member ids with their weights (1 to 65,536, as the kernel has them).
+    Group(Vec<(u32, u32)>),
+    /// A next hop the data plane does not forward by (encapsulated, FDB, without a device).
+    Other,
 }
 
 /// A neighbour's state, as far as forwarding cares.
@@ -138,6 +155,18 @@ pub enum Event {
     Route(RouteMsg),
     /// `RTM_DELROUTE`.
     DelRoute(RouteMsg),
+    /// `RTM_NEWNEXTHOP`: a nexthop object added or replaced.
+    Nexthop {
+        /// Its id.
+        id: u32,
+        /// What it is.
+        def: NhDef,
+    },
+    /// `RTM_DELNEXTHOP`: the kernel removed the object, and with it every route using it.
+    DelNexthop {
+        /// Its id.
+        id: u32,
+    },
     /// `RTM_NEWNEIGH` / `RTM_DELNEIGH`.
     Neigh {
         /// Deleted?
@@ -161,6 +190,7 @@ struct KRoute {
     metric: u32,
     kind: RouteKind,
     hops: Box<[Hop]>,
+    nh: Option<u32>,
 }
 
 /// What happened to one prefix when it was recomputed.
@@ -194,6 +224,9 @@ struct Fam<F: Family> {
     dirty: HashSet<Prefix<F>>,
     /// Prefixes with routes the data plane cannot forward.
     unusable: HashSet<Prefix<F>>,
+    /// Per nexthop object, the prefixes with a route that used it when added (some may have
+    /// dropped it since: `dirty_nh_users` looks).
+    nh_users: HashMap<u32, HashSet<Prefix<F>>>,
 }
 
 impl<F: Family> Default for Fam<F> {
@@ -203,6 +236,7 @@ impl<F: Family> Default for Fam<F> {
             local: HashMap::new(),
             dirty: HashSet::new(),
             unusable: HashSet::new(),
+            nh_users: HashMap::new(),
         }
     }
 }
@@ -243,6 +277,8 @@ pub struct Mirror {
     v4: Fam<V4>,
     v6: Fam<V6>,
     neigh: HashMap<(u32, IpAddr), EthernetAddress>,
+    /// Nexthop objects by id.
+    nexthops: HashMap<u32, NhDef>,
     neigh_dirty: HashSet<(u32, IpAddr)>,
     /// (VIF, address) pairs this mirror put in the data plane's neighbour table, so a
     /// neighbour whose tap vanished can be taken out again.
@@ -273,6 +309,7 @@ impl Mirror {
             v4: Fam::default(),
             v6: Fam::default(),
             neigh: HashMap::new(),
+            nexthops: HashMap::new(),
             neigh_dirty: HashSet::new(),
             neigh_installed: HashMap::new(),
             all_dirty: false,
@@ -379,6 +416,20 @@ impl Mirror {
             } => self.addr(deleted, index, addr, len),
             Event::Route(r) => self.route(r, false),
             Event::DelRoute(r) => self.route(r, true),
+            Event::Nexthop { id, def } => {
+                if self.nexthops.get(&id) != Some(&def) {
+                    self.nexthops.insert(id, def);
+                    self.nexthop_changed(id);
+                }
+            }
+            Event::DelNexthop { id } => {
+                if self.nexthops.remove(&id).is_some() {
+                    self.nexthop_changed(id);
+                }
+                // The kernel took the routes using it out, without a route message.
+                drop_nh_routes(&mut self.v4, id);
+                drop_nh_routes(&mut self.v6, id);
+            }
             Event::Neigh {
                 deleted,
                 index,
@@ -401,6 +452,20 @@ impl Mirror {
                     }
                 }
             }
+        }
+    }
+
+    /// Nexthop object `id` changed: recompute the prefixes that use it, directly or through
+    /// a group holding it.
+    fn nexthop_changed(&mut self, id: u32) {
+        let mut ids = vec![id];
+        ids.extend(self.nexthops.iter().filter_map(|(&g, def)| match def {
+            NhDef::Group(m) if m.iter().any(|&(x, _)| x == id) => Some(g),
+            _ => None,
+        }));
+        for id in ids {
+            dirty_nh_users(&mut self.v4, id);
+            dirty_nh_users(&mut self.v6, id);
         }
     }
 
@@ -473,12 +538,12 @@ impl Mirror {
         let links = &self.links;
         let vif_up = |o: u32| links.get(&o).filter(|l| l.up).and_then(|l| l.vif);
         for p in std::mem::take(&mut self.v4.dirty) {
-            let w = want(&self.v4, &p, vif_up);
+            let w = want(&self.v4, &p, vif_up, &self.nexthops);
             let o = settle(&vr.fib4, &mut self.v4.unusable, p, w, &mut out);
             count(&mut out, o);
         }
         for p in std::mem::take(&mut self.v6.dirty) {
-            let w = want(&self.v6, &p, vif_up);
+            let w = want(&self.v6, &p, vif_up, &self.nexthops);
             let o = settle(&vr.fib6, &mut self.v6.unusable, p, w, &mut out);
             count(&mut out, o);
         }
@@ -526,8 +591,9 @@ impl Mirror {
         let mut out = Applied::default();
         let links = &self.links;
         let vif_up = |o: u32| links.get(&o).filter(|l| l.up).and_then(|l| l.vif);
-        out.routes += sync_table(&vr.fib4, &mut self.v4, &vif_up, &mut out.new_unusable);
-        out.routes += sync_table(&vr.fib6, &mut self.v6, &vif_up, &mut out.new_unusable);
+        let nh = &self.nexthops;
+        out.routes += sync_table(&vr.fib4, &mut self.v4, &vif_up, nh, &mut out.new_unusable);
+        out.routes += sync_table(&vr.fib6, &mut self.v6, &vif_up, nh, &mut out.new_unusable);
         // Neighbours: every (VIF, address) of the data plane's table that the kernel does not
         // hold goes, every one it holds is set.
         let want: HashMap<(VifId, IpAddr), EthernetAddress> = self
@@ -570,13 +636,14 @@ fn sync_table<F: Family>(
     fib: &Table<F>,
     fam: &mut Fam<F>,
     vif_up: &impl Fn(u32) -> Option<VifId>,
+    nexthops: &HashMap<u32, NhDef>,
     new_unusable: &mut u64,
 ) -> u64 {
     fam.dirty.clear();
     let mut wanted: HashMap<Prefix<F>, NextHopSet> = HashMap::with_capacity(fam.routes.len());
     let mut unusable = HashSet::new();
     for p in fam.routes.keys().chain(fam.local.keys()) {
-        match want(fam, p, vif_up) {
+        match want(fam, p, vif_up, nexthops) {
             Ok(Some(set)) => {
                 wanted.insert(*p, set);
             }
@@ -647,12 +714,22 @@ fn edit<F: Family>(fam: &mut Fam<F>, p: Prefix<F>, r: RouteMsg, deleted: bool, i
         metric: r.metric,
         kind: r.kind,
         hops: r.hops.into_boxed_slice(),
+        nh: r.nh,
     };
+    if let (Some(id), false) = (route.nh, deleted) {
+        fam.nh_users.entry(id).or_default().insert(p);
+    }
     let list = fam.routes.entry(p).or_default();
     // Routes of the same metric sit together, in the kernel's order.
     let same = |k: &KRoute| k.metric == route.metric;
     if deleted {
-        if ipv6
+        if route.nh.is_some() {
+            // A route through a nexthop object: named by the object (the next hops the
+            // message expands may be newer than those the route was added with).
+            if let Some(i) = list.iter().position(|k| same(k) && k.nh == route.nh) {
+                list.remove(i);
+            }
+        } else if ipv6
             && route.kind == RouteKind::Unicast
             && route.hops.iter().any(|h| h.gateway.is_some())
         {
@@ -684,9 +761,11 @@ fn edit<F: Family>(fam: &mut Fam<F>, p: Prefix<F>, r: RouteMsg, deleted: bool, i
             // IPv6 announces the whole sibling set of a gateway route each time; a device
             // route on another device is a route of its own.
             let gw = route.hops.iter().any(|h| h.gateway.is_some());
+            let with_nh = route.nh.is_some();
             let at = list.iter().position(|k| {
                 same(k)
-                    && (k.kind != RouteKind::Unicast
+                    && (with_nh && k.nh.is_some()
+                        || k.kind != RouteKind::Unicast
                         || route.kind != RouteKind::Unicast
                         || (gw && k.hops.iter().any(|h| h.gateway.is_some()))
                         || (!gw && k.hops == route.hops))
@@ -712,6 +791,77 @@ fn edit<F: Family>(fam: &mut Fam<F>, p: Prefix<F>, r: RouteMsg, deleted: bool, i
     fam.dirty.insert(p);
 }
 
+/// Mark the prefixes using nexthop object `id` dirty, forgetting those that no longer do.
+fn dirty_nh_users<F: Family>(fam: &mut Fam<F>, id: u32) {
+    let Some(users) = fam.nh_users.get_mut(&id) else {
+        return;
+    };
+    let routes = &fam.routes;
+    users.retain(|p| {
+        routes
+            .get(p)
+            .is_some_and(|l| l.iter().any(|k| k.nh == Some(id)))
+    });
+    fam.dirty.extend(users.iter().copied());
+    if users.is_empty() {
+        fam.nh_users.remove(&id);
+    }
+}
+
+/// Nexthop object `id` was deleted: so are the routes that used it (the kernel sends no
+/// route message for them).
+fn drop_nh_routes<F: Family>(fam: &mut Fam<F>, id: u32) {
+    let Some(users) = fam.nh_users.remove(&id) else {
+        return;
+    };
+    for p in users {
+        if let Some(list) = fam.routes.get_mut(&p) {
+            list.retain(|k| k.nh != Some(id));
+            if list.is_empty() {
+                fam.routes.remove(&p);
+            }
+            fam.dirty.insert(p);
+        }
+    }
+}
+
+/// The next hops of a route: through its nexthop object when the mirror has that (a
+/// group's members with their weights), else as the route message gave them. `None` for a
+/// blackhole object.
+fn hops_of(k: &KRoute, nexthops: &HashMap<u32, NhDef>) -> Option<Vec<Hop>> {
+    let Some(def) = k.nh.and_then(|id| nexthops.get(&id)) else {
+        return Some(k.hops.to_vec());
+    };
+    Some(match def {
+        NhDef::One(h) => vec![*h],
+        NhDef::Blackhole => return None,
+        NhDef::Other => Vec::new(),
+        NhDef::Group(members) => {
+            // The FIB takes weights up to 256; larger ones (16-bit group weights) are scaled
+            // down in proportion, none below 1.
+            let max = members.iter().map(|&(_, w)| w).max().unwrap_or(1);
+            let top = u32::from(vrhost_fib::MAX_WEIGHT);
+            members
+                .iter()
+                .filter_map(|&(id, w)| match nexthops.get(&id) {
+                    Some(NhDef::One(h)) => {
+                        let w = if max > top {
+                            (u64::from(w) * u64::from(top) / u64::from(max)).max(1) as u32
+                        } else {
+                            w
+                        };
+                        Some(Hop {
+                            weight: w as u16,
+                            ..*h
+                        })
+                    }
+                    _ => None,
+                })
+                .collect()
+        }
+    })
+}
+
 /// Put `route` among routes sorted by metric: before others of its metric if `front`
 /// (`ip route prepend`/`add`), else after them.
 fn insert_sorted(list: &mut Vec<KRoute>, route: KRoute, front: bool) {
@@ -729,6 +879,7 @@ fn want<F: Family>(
     fam: &Fam<F>,
     p: &Prefix<F>,
     vif_up: impl Fn(u32) -> Option<VifId>,
+    nexthops: &HashMap<u32, NhDef>,
 ) -> Result<Option<NextHopSet>, ()> {
     if fam.local.contains_key(p) {
         return Ok(Some(NextHopSet::one(NextHop::Local)));
@@ -736,15 +887,29 @@ fn want<F: Family>(
     let Some(best) = fam.routes.get(p).and_then(|l| l.first()) else {
         return Ok(None);
     };
-    let hop = match best.kind {
+    let resolved = hops_of(best, nexthops);
+    // A route through a nexthop object forwards as the object says now (the kernel marks
+    // the route a blackhole only when it is added or dumped).
+    let kind = match (
+        best.nh.is_some_and(|id| nexthops.contains_key(&id)),
+        best.kind,
+    ) {
+        (true, RouteKind::Unicast | RouteKind::Blackhole) if resolved.is_none() => {
+            RouteKind::Blackhole
+        }
+        (true, RouteKind::Unicast | RouteKind::Blackhole) => RouteKind::Unicast,
+        (_, kind) => kind,
+    };
+    let hop = match kind {
         RouteKind::Local => NextHop::Local,
         RouteKind::Blackhole => NextHop::Drop,
         RouteKind::Unreachable => NextHop::Unreachable,
         RouteKind::Prohibit => NextHop::Prohibit,
         RouteKind::Other(_) => return Err(()),
         RouteKind::Unicast => {
-            let mut hops: Vec<(NextHop, u16)> = Vec::with_capacity(best.hops.len());
-            for h in best.hops.iter().filter(|h| !h.dead) {
+            let all = resolved.unwrap_or_default();
+            let mut hops: Vec<(NextHop, u16)> = Vec::with_capacity(all.len());
+            for h in all.iter().filter(|h| !h.dead) {
                 let Some(vif) = vif_up(h.oif) else { continue };
                 let ifindex = u32::from(vif);
                 let nh = match h.gateway {
@@ -760,7 +925,7 @@ fn want<F: Family>(
             }
             hops.truncate(vrhost_fib::MAX_ECMP);
             return match hops.len() {
-                0 if best.hops.iter().all(|h| h.dead) && !best.hops.is_empty() => Ok(None),
+                0 if all.iter().all(|h| h.dead) && !all.is_empty() => Ok(None),
                 0 => Err(()),
                 _ => NextHopSet::weighted(hops).map(Some).map_err(|_| ()),
             };

@@ -1,9 +1,10 @@
 //! Netlink sync: what is configured inside a VR's namespace — by `ip`, BIRD, FRR — mirrored
 //! into the VR's FIBs and neighbour table.
 //!
-//! One thread per VR ("vrhost-nl-<vr>") owns two route-netlink sockets opened inside the
-//! namespace ([`nl`]): it subscribes to changes, dumps links, addresses, routes (main table,
-//! both families) and neighbours, makes the data plane match ([`mirror::Mirror::apply_all`]),
+//! One thread per VR (`vrhost-nl-<vr>`) owns two route-netlink sockets opened inside the
+//! namespace ([`nl`]): it subscribes to changes, dumps links, addresses, nexthop objects
+//! ([`nexthop`]), routes (main table, both families) and neighbours, makes the data plane
+//! match ([`mirror::Mirror::apply_all`]),
 //! then follows the changes, applying them in batches of up to [`SyncOptions::batch`]
 //! messages. When the kernel reports that it dropped notifications (`ENOBUFS`: the receive
 //! buffer overran), or a message cannot be decoded, the thread throws away what is queued,
@@ -13,7 +14,8 @@
 //! runtime: the daemon has no runtime (its control loop is one thread, see `vrhost`'s
 //! `daemon.rs`), a VR's sync is one socket read in a loop, and a thread per VR keeps a VR whose
 //! BGP session floods 100,000 routes from delaying another VR's changes. The messages are
-//! still the maintained typed ones of `netlink-packet-route`; nothing is parsed by hand.
+//! still the maintained typed ones of `netlink-packet-route`; only the nexthop objects'
+//! messages, which it does not know, are parsed by hand ([`nexthop`]).
 //!
 //! Why this never stalls forwarding: workers read the FIB and neighbour table lock-free
 //! (epoch-based FIB, `arc-swap` neighbour map), so a batch of updates costs the workers
@@ -21,6 +23,7 @@
 //! threads can be kept off the workers' cores ([`SyncOptions::cpus`]).
 
 pub mod mirror;
+pub mod nexthop;
 pub mod nl;
 
 use std::collections::BTreeMap;

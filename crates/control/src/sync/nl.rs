@@ -33,6 +33,7 @@ use vrhost_fib::{Prefix4, Prefix6};
 use vrhost_wire::EthernetAddress;
 
 use super::mirror::{Event, Hop, NeighState, RouteKind, RouteMsg};
+use super::nexthop;
 
 // Multicast groups (linux/rtnetlink.h, enum rtnetlink_groups).
 const RTNLGRP_LINK: u32 = 1;
@@ -109,6 +110,9 @@ impl NlSocket {
         ] {
             sock.add_membership(g)?;
         }
+        // A kernel without nexthop objects (before 5.3) has no such group, and no routes
+        // that use them either.
+        let _ = sock.add_membership(nexthop::RTNLGRP_NEXTHOP);
         sock.set_non_blocking(true)?;
         Ok(NlSocket {
             sock,
@@ -162,13 +166,14 @@ impl NlSocket {
             for_each_raw(&self.buf[..len], |flags, m| {
                 n += 1;
                 match m {
-                    Ok(NetlinkPayload::InnerMessage(msg)) => {
+                    Ok(Raw::Nexthop(ev)) => f(ev),
+                    Ok(Raw::Route(NetlinkPayload::InnerMessage(msg))) => {
                         if let Some(ev) = event_with_flags(msg, flags) {
                             f(ev);
                         }
                     }
-                    Ok(NetlinkPayload::Overrun(_)) => *bad += 1,
-                    Ok(_) => {}
+                    Ok(Raw::Route(NetlinkPayload::Overrun(_))) => *bad += 1,
+                    Ok(Raw::Route(_)) => {}
                     Err(()) => *bad += 1,
                 }
             });
@@ -190,39 +195,41 @@ impl NlSocket {
         }
     }
 
-    /// Dump links, addresses, routes and neighbours (both families) into `f`, in that order
-    /// (routes and neighbours name links by ifindex). `Ok(false)` if the kernel flagged the
-    /// dump as interrupted by a change (`NLM_F_DUMP_INTR`): dump again.
+    /// Dump links, addresses, nexthop objects, routes and neighbours (both families) into
+    /// `f`, in that order (routes name links by ifindex and nexthop objects by id;
+    /// neighbours name links). `Ok(false)` if the kernel flagged the dump as interrupted by a
+    /// change (`NLM_F_DUMP_INTR`): dump again.
     pub fn dump_all(&mut self, bad: &mut u64, mut f: impl FnMut(Event)) -> io::Result<bool> {
         let mut consistent = true;
+        let link = RouteNetlinkMessage::GetLink(LinkMessage::default());
+        let addr = RouteNetlinkMessage::GetAddress(AddressMessage::default());
+        consistent &= self.dump(&request(link), bad, &mut f)?;
+        consistent &= self.dump(&request(addr), bad, &mut f)?;
+        let nh = raw_request(nexthop::RTM_GETNEXTHOP, &nexthop::dump_body());
+        match self.dump(&nh, bad, &mut f) {
+            Ok(c) => consistent &= c,
+            // A kernel without nexthop objects refuses the request: it has none.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {}
+            Err(e) => return Err(e),
+        }
         let requests = [
-            RouteNetlinkMessage::GetLink(LinkMessage::default()),
-            RouteNetlinkMessage::GetAddress(AddressMessage::default()),
             RouteNetlinkMessage::GetRoute(route_request(AddressFamily::Inet)),
             RouteNetlinkMessage::GetRoute(route_request(AddressFamily::Inet6)),
             RouteNetlinkMessage::GetNeighbour(neigh_request()),
         ];
         for req in requests {
-            consistent &= self.dump(req, bad, &mut f)?;
+            consistent &= self.dump(&request(req), bad, &mut f)?;
         }
         Ok(consistent)
     }
 
-    fn dump(
-        &mut self,
-        req: RouteNetlinkMessage,
-        bad: &mut u64,
-        f: &mut impl FnMut(Event),
-    ) -> io::Result<bool> {
+    /// Send a dump request (a whole netlink message, its sequence number not yet set) and
+    /// hand what it returns to `f`.
+    fn dump(&mut self, req: &[u8], bad: &mut u64, f: &mut impl FnMut(Event)) -> io::Result<bool> {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
-        let mut hdr = NetlinkHeader::default();
-        hdr.flags = NLM_F_REQUEST | NLM_F_DUMP;
-        hdr.sequence_number = seq;
-        let mut msg = NetlinkMessage::new(hdr, NetlinkPayload::from(req));
-        msg.finalize();
-        let mut out = vec![0; msg.buffer_len()];
-        msg.serialize(&mut out);
+        let mut out = req.to_vec();
+        out[8..12].copy_from_slice(&seq.to_ne_bytes());
         self.sock.send(&out, 0)?;
         let mut consistent = true;
         loop {
@@ -238,14 +245,15 @@ impl NlSocket {
                     consistent = false;
                 }
                 match m {
-                    Ok(NetlinkPayload::InnerMessage(msg)) => {
+                    Ok(Raw::Nexthop(ev)) => f(ev),
+                    Ok(Raw::Route(NetlinkPayload::InnerMessage(msg))) => {
                         // Dumps list routes of one metric in the kernel's order.
                         if let Some(ev) = event_with_flags(msg, NLM_F_APPEND) {
                             f(ev);
                         }
                     }
-                    Ok(NetlinkPayload::Done(_)) => done = true,
-                    Ok(NetlinkPayload::Error(e)) => {
+                    Ok(Raw::Route(NetlinkPayload::Done(_))) => done = true,
+                    Ok(Raw::Route(NetlinkPayload::Error(e))) => {
                         if let Some(code) = e.code {
                             err = Some(io::Error::from_raw_os_error(-code.get()));
                         }
@@ -265,6 +273,29 @@ impl NlSocket {
     }
 }
 
+/// A dump request for `req`.
+fn request(req: RouteNetlinkMessage) -> Vec<u8> {
+    let mut hdr = NetlinkHeader::default();
+    hdr.flags = NLM_F_REQUEST | NLM_F_DUMP;
+    let mut msg = NetlinkMessage::new(hdr, NetlinkPayload::from(req));
+    msg.finalize();
+    let mut out = vec![0; msg.buffer_len()];
+    msg.serialize(&mut out);
+    out
+}
+
+/// A dump request of a message type `netlink-packet-route` does not know, with `body`.
+fn raw_request(message_type: u16, body: &[u8]) -> Vec<u8> {
+    let len = 16 + body.len();
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(&(len as u32).to_ne_bytes());
+    out.extend_from_slice(&message_type.to_ne_bytes());
+    out.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    out.extend_from_slice(&[0; 8]); // sequence number (set when sent), port id
+    out.extend_from_slice(body);
+    out
+}
+
 fn route_request(family: AddressFamily) -> RouteMessage {
     let mut m = RouteMessage::default();
     m.header.address_family = family;
@@ -275,10 +306,15 @@ fn neigh_request() -> NeighbourMessage {
     NeighbourMessage::default()
 }
 
-fn for_each_raw(
-    buf: &[u8],
-    mut f: impl FnMut(u16, Result<NetlinkPayload<RouteNetlinkMessage>, ()>),
-) {
+/// One message of a buffer the kernel sent.
+enum Raw {
+    /// One `netlink-packet-route` decodes.
+    Route(NetlinkPayload<RouteNetlinkMessage>),
+    /// A nexthop object's, decoded by [`nexthop::parse`].
+    Nexthop(Event),
+}
+
+fn for_each_raw(buf: &[u8], mut f: impl FnMut(u16, Result<Raw, ()>)) {
     let mut off = 0;
     while off + 16 <= buf.len() {
         let Ok(nb) = NetlinkBuffer::new_checked(&buf[off..]) else {
@@ -291,9 +327,16 @@ fn for_each_raw(
             f(flags, Err(()));
             return;
         }
-        let m = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..off + len])
-            .map(|m| m.payload)
-            .map_err(|_| ());
+        let ty = nb.message_type();
+        let m = if ty == nexthop::RTM_NEWNEXTHOP || ty == nexthop::RTM_DELNEXTHOP {
+            nexthop::parse(ty, &buf[off + 16..off + len])
+                .map(Raw::Nexthop)
+                .ok_or(())
+        } else {
+            NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[off..off + len])
+                .map(|m| Raw::Route(m.payload))
+                .map_err(|_| ())
+        };
         f(flags, m);
         off += (len + 3) & !3;
     }
@@ -394,6 +437,7 @@ fn route(m: RouteMessage, nl_flags: u16) -> Option<RouteMsg> {
     let mut gateway = None;
     let mut oif = 0;
     let mut multipath = None;
+    let mut nh = None;
     for a in &m.attributes {
         match a {
             RouteAttribute::Destination(d) => dst = ip_of(d),
@@ -403,6 +447,7 @@ fn route(m: RouteMessage, nl_flags: u16) -> Option<RouteMsg> {
             RouteAttribute::Via(v) => gateway = via_of(v),
             RouteAttribute::Oif(o) => oif = *o,
             RouteAttribute::MultiPath(hops) => multipath = Some(hops),
+            RouteAttribute::NhId(id) => nh = Some(*id),
             _ => {}
         }
     }
@@ -463,6 +508,7 @@ fn route(m: RouteMessage, nl_flags: u16) -> Option<RouteMsg> {
         src_len: h.source_prefix_length,
         kind,
         hops,
+        nh,
         append: nl_flags & NLM_F_APPEND != 0,
         replace: nl_flags & NLM_F_REPLACE != 0,
     })

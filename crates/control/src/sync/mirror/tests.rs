@@ -75,6 +75,7 @@ fn rt(prefix: IpPrefix, metric: u32, hops: Vec<Hop>) -> RouteMsg {
         src_len: 0,
         kind: RouteKind::Unicast,
         hops,
+        nh: None,
         append: false,
         replace: false,
     }
@@ -442,4 +443,218 @@ fn multipath_weights_are_mirrored() {
     let s = set("203.0.113.0/24");
     assert_eq!(s.hops(), [via("10.0.0.2", 0), via("10.0.0.3", 0)]);
     assert_eq!((s.weight(0), s.weight(1)), (7, 1));
+}
+
+/// A route through a nexthop object (`ip route … nhid N`) as the kernel sends it with
+/// `nexthop_compat_mode` off: the id and no next hop.
+fn rt_nh(prefix: IpPrefix, id: u32) -> RouteMsg {
+    RouteMsg {
+        nh: Some(id),
+        ..rt(prefix, 0, Vec::new())
+    }
+}
+
+fn weights4(vr: &Vr, p: &str) -> Option<Vec<(NextHop, u16)>> {
+    let s = vr.fib4.get(&p.parse::<Prefix4>().unwrap())?;
+    Some(s.members().collect())
+}
+
+fn one(gw: &str, oif: u32) -> NhDef {
+    NhDef::One(hop(Some(gw), oif))
+}
+
+/// The sequence `ip monitor route nexthop` showed on 6.18 for groups: a route follows its
+/// object when the object is replaced, a group shrinks when a member is deleted (the kernel
+/// announces the group again, no route), and deleting an object takes its routes with it
+/// (no route message at all).
+#[test]
+fn routes_follow_their_nexthop_objects() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    m.event(Event::Nexthop {
+        id: 1,
+        def: one("10.0.0.2", A),
+    });
+    m.event(Event::Nexthop {
+        id: 2,
+        def: one("10.1.0.2", B),
+    });
+    m.event(Event::Nexthop {
+        id: 10,
+        def: NhDef::Group(vec![(1, 3), (2, 1)]),
+    });
+    m.event(Event::Route(rt_nh(p4("192.0.2.0/24"), 10)));
+    m.event(Event::Route(rt_nh(p4("198.51.100.0/24"), 1)));
+    m.event(Event::Route(rt_nh(p6("2001:db8:1::/48"), 10)));
+    m.apply(&vr);
+    assert_eq!(
+        weights4(&vr, "192.0.2.0/24"),
+        Some(vec![(via("10.0.0.2", 0), 3), (via("10.1.0.2", 1), 1)])
+    );
+    assert_eq!(get4(&vr, "198.51.100.0/24"), Some(vec![via("10.0.0.2", 0)]));
+    assert_eq!(
+        get6(&vr, "2001:db8:1::/48"),
+        Some(vec![via("10.0.0.2", 0), via("10.1.0.2", 1)])
+    );
+
+    // `ip nexthop replace id 1 via 10.0.0.3`: both routes that use it, the group's too.
+    m.event(Event::Nexthop {
+        id: 1,
+        def: one("10.0.0.3", A),
+    });
+    let n = m.apply(&vr).routes;
+    assert_eq!(n, 3, "the three prefixes that use object 1");
+    assert_eq!(get4(&vr, "198.51.100.0/24"), Some(vec![via("10.0.0.3", 0)]));
+    assert_eq!(
+        weights4(&vr, "192.0.2.0/24"),
+        Some(vec![(via("10.0.0.3", 0), 3), (via("10.1.0.2", 1), 1)])
+    );
+    // Reweighted.
+    m.event(Event::Nexthop {
+        id: 10,
+        def: NhDef::Group(vec![(1, 1), (2, 5)]),
+    });
+    m.apply(&vr);
+    assert_eq!(
+        weights4(&vr, "192.0.2.0/24"),
+        Some(vec![(via("10.0.0.3", 0), 1), (via("10.1.0.2", 1), 5)])
+    );
+
+    // `ip nexthop del id 2`: the kernel deletes it and announces the group without it.
+    m.event(Event::DelNexthop { id: 2 });
+    m.event(Event::Nexthop {
+        id: 10,
+        def: NhDef::Group(vec![(1, 1)]),
+    });
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "192.0.2.0/24"), Some(vec![via("10.0.0.3", 0)]));
+    assert_eq!(get6(&vr, "2001:db8:1::/48"), Some(vec![via("10.0.0.3", 0)]));
+
+    // `ip nexthop del id 1`: its routes go, and the group that held only it.
+    m.event(Event::DelNexthop { id: 1 });
+    m.event(Event::DelNexthop { id: 10 });
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "198.51.100.0/24"), None);
+    assert_eq!(get4(&vr, "192.0.2.0/24"), None);
+    assert_eq!(get6(&vr, "2001:db8:1::/48"), None);
+    assert_eq!(m.kernel_routes(), (0, 0));
+    // A route delete the kernel may still send for one of them changes nothing.
+    m.event(Event::DelRoute(rt_nh(p4("192.0.2.0/24"), 10)));
+    assert_eq!(m.apply(&vr).routes, 0);
+}
+
+/// Blackhole objects, 16-bit group weights, members the data plane cannot use, and routes
+/// that name an object the mirror never saw (then the next hops the message expands count).
+#[test]
+fn nexthop_objects_of_every_kind() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    m.event(Event::Nexthop {
+        id: 5,
+        def: NhDef::Blackhole,
+    });
+    m.event(Event::Route(RouteMsg {
+        kind: RouteKind::Blackhole,
+        ..rt_nh(p4("10.99.0.0/16"), 5)
+    }));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "10.99.0.0/16"), Some(vec![NextHop::Drop]));
+    // The object becomes a next hop: the route forwards (compat mode off sends no route).
+    m.event(Event::Nexthop {
+        id: 5,
+        def: one("10.1.0.9", B),
+    });
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "10.99.0.0/16"), Some(vec![via("10.1.0.9", 1)]));
+
+    // Weights above 256 are scaled into the FIB's range, in proportion.
+    m.event(Event::Nexthop {
+        id: 1,
+        def: one("10.0.0.2", A),
+    });
+    m.event(Event::Nexthop {
+        id: 2,
+        def: one("10.1.0.2", B),
+    });
+    m.event(Event::Nexthop {
+        id: 3,
+        def: NhDef::Other,
+    });
+    m.event(Event::Nexthop {
+        id: 4,
+        def: one("10.9.0.2", DUMMY),
+    });
+    m.event(Event::Nexthop {
+        id: 20,
+        def: NhDef::Group(vec![(1, 1024), (2, 256), (3, 7), (4, 9)]),
+    });
+    m.event(Event::Route(rt_nh(p4("203.0.113.0/24"), 20)));
+    m.apply(&vr);
+    assert_eq!(
+        weights4(&vr, "203.0.113.0/24"),
+        Some(vec![(via("10.0.0.2", 0), 256), (via("10.1.0.2", 1), 64)])
+    );
+    // A group of nothing forwardable is unusable, as a route off the VIFs is.
+    m.event(Event::Nexthop {
+        id: 21,
+        def: NhDef::Group(vec![(3, 1), (4, 1)]),
+    });
+    m.event(Event::Route(rt_nh(p4("203.0.114.0/24"), 21)));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "203.0.114.0/24"), None);
+    assert_eq!(m.unusable(), 1);
+
+    // An object not (yet) known: the route's own next hops (what compat mode expands).
+    m.event(Event::Route(RouteMsg {
+        hops: vec![hop(Some("10.0.0.7"), A)],
+        ..rt_nh(p4("198.18.0.0/15"), 99)
+    }));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "198.18.0.0/15"), Some(vec![via("10.0.0.7", 0)]));
+    m.event(Event::Nexthop {
+        id: 99,
+        def: one("10.1.0.7", B),
+    });
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "198.18.0.0/15"), Some(vec![via("10.1.0.7", 1)]));
+}
+
+/// With compat mode on the kernel also sends each route again, expanded, when its object is
+/// replaced (`NLM_F_REPLACE`), and IPv6 deletes them with a route message: the mirror ends
+/// the same, and an expanded delete that names newer next hops still takes the route.
+#[test]
+fn compat_mode_route_messages_agree_with_the_objects() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    m.event(Event::Nexthop {
+        id: 1,
+        def: one("fd00:a::2", A),
+    });
+    m.event(Event::Route(RouteMsg {
+        hops: vec![hop(Some("fd00:a::2"), A)],
+        ..rt_nh(p6("2001:db8:5::/48"), 1)
+    }));
+    m.apply(&vr);
+    m.event(Event::Nexthop {
+        id: 1,
+        def: one("fd00:b::2", B),
+    });
+    m.event(Event::Route(RouteMsg {
+        hops: vec![hop(Some("fd00:b::2"), B)],
+        replace: true,
+        ..rt_nh(p6("2001:db8:5::/48"), 1)
+    }));
+    m.apply(&vr);
+    assert_eq!(
+        get6(&vr, "2001:db8:5::/48"),
+        Some(vec![via("fd00:b::2", 1)])
+    );
+    assert_eq!(m.kernel_routes(), (0, 1));
+    m.event(Event::DelRoute(RouteMsg {
+        hops: vec![hop(Some("fd00:b::2"), B)],
+        ..rt_nh(p6("2001:db8:5::/48"), 1)
+    }));
+    m.apply(&vr);
+    assert_eq!(get6(&vr, "2001:db8:5::/48"), None);
+    assert_eq!(m.kernel_routes(), (0, 0));
 }
