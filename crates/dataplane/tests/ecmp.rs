@@ -204,6 +204,65 @@ fn weighted_members_carry_flows_in_proportion() {
     assert_clean(&mut rig);
 }
 
+/// A resilient set (64 buckets over the four members): every flow leaves by its bucket's
+/// member, on the first packet and from the adjacency cache. Member 3's buckets handed to
+/// the others: exactly the flows it carried move, every other flow keeps its path.
+#[test]
+fn a_resilient_set_moves_only_a_removed_members_flows() {
+    let (mut rig, vr) = ecmp_rig();
+    let prefix = "198.51.100.0/24".parse().unwrap();
+    let hops: Vec<(NextHop, u16)> = vr.fib4.get(&prefix).unwrap().members().collect();
+    // Scattered, 16 buckets each.
+    let table: Vec<u8> = (0..64u8).map(|b| (b * 5 + b / 16) % 4).collect();
+    let set = NextHopSet::resilient(hops.clone(), table.clone()).unwrap();
+    vr.fib4.insert(prefix, set.clone()).unwrap();
+    rig.worker.poll();
+    let way = |set: &NextHopSet, f: u16| {
+        let src = Ipv4Addr::new(10, 0, 0, 2 + (f % 3) as u8);
+        let l3 = udp4(src, FAR, 64, 10_000 + f, 443, b"ecmp");
+        let hop = set.select(vrhost_dataplane::flow::hash_v4(&l3));
+        let i = set.hops().iter().position(|h| h == hop).unwrap();
+        (MEMBERS[i].0, mac(MEMBERS[i].1))
+    };
+    let first = round(&mut rig);
+    assert_eq!(first, round(&mut rig), "a flow changed path");
+    for (&f, &w) in &first {
+        assert_eq!(w, way(&set, f), "flow {f}");
+    }
+    // Member 3 out: its buckets go to 0, 1, 2 in turn; the set keeps its other buckets.
+    let mut turn = 0u8;
+    let fewer: Vec<u8> = table
+        .iter()
+        .map(|&m| {
+            if m == 3 {
+                turn += 1;
+                (turn - 1) % 3
+            } else {
+                m
+            }
+        })
+        .collect();
+    let set3 = NextHopSet::resilient(hops[..3].to_vec(), fewer).unwrap();
+    vr.fib4.insert(prefix, set3.clone()).unwrap();
+    rig.worker.poll();
+    let after = round(&mut rig);
+    let gone = (MEMBERS[3].0, mac(MEMBERS[3].1));
+    let (mut moved, mut carried) = (0, 0);
+    for (&f, &w) in &after {
+        assert_eq!(w, way(&set3, f), "flow {f}");
+        if first[&f] == gone {
+            carried += 1;
+            moved += usize::from(w != gone);
+        } else {
+            assert_eq!(w, first[&f], "flow {f} moved but its member stayed");
+        }
+    }
+    assert_eq!(moved, carried);
+    assert!(carried * 100 >= usize::from(FLOWS) * 15, "{carried}");
+    assert_drops(&vr.stats(), &[]);
+    assert_clean(&mut rig);
+}
+
 /// The member a frame left by: (port, neighbour MAC), checked to be one of [`MEMBERS`].
 #[track_caller]
 fn member(port: usize, frame: &[u8]) -> (usize, EthernetAddress) {

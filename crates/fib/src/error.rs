@@ -47,6 +47,13 @@ pub enum FibError {
         /// The largest allowed.
         max: u16,
     },
+    /// A resilient set's bucket table that does not fit its members
+    /// ([`crate::NextHopSet::resilient`]).
+    #[error("resilient next-hop set: {reason}")]
+    BadBuckets {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// `add` of a prefix that is already in the table.
     #[error("{prefix}: route exists")]
     Exists {

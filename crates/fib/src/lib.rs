@@ -26,7 +26,7 @@ pub mod tablegen;
 pub use crossbeam_epoch::{Guard, pin};
 pub use error::FibError;
 pub use family::{Family, Key, V4, V6};
-pub use nexthop::{MAX_ECMP, MAX_WEIGHT, NextHop, NextHopSet, share_of};
+pub use nexthop::{MAX_BUCKETS, MAX_ECMP, MAX_WEIGHT, NextHop, NextHopSet, share_of};
 pub use prefix::{Prefix, Prefix4, Prefix6};
 pub use table::{BATCH, Config, Kernel, Memory, NhId, Table};
 

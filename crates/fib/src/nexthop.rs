@@ -63,6 +63,9 @@ pub enum NextHop {
 /// via ADDR weight 1..256`).
 pub const MAX_WEIGHT: u16 = 256;
 
+/// Most buckets of a resilient set ([`NextHopSet::resilient`]; Linux's default is 128).
+pub const MAX_BUCKETS: usize = 4096;
+
 /// One or more next hops (ECMP), at most [`MAX_ECMP`], each with a weight (1 unless
 /// given). Order is kept: it decides which member a flow hash picks, so an unchanged set
 /// keeps flows on the same path.
@@ -73,6 +76,11 @@ pub const MAX_WEIGHT: u16 = 256;
 /// Unlike `hash % n`, taking a member out or adding one at the end moves only the flows
 /// near the regions' new edges (at most half of those whose member stays, against nearly
 /// all of them), and it is a multiplication rather than a division.
+///
+/// A *resilient* set ([`NextHopSet::resilient`]) cuts the hash space into buckets instead,
+/// each given to a member by a table its maker keeps from one version of the set to the next
+/// (Linux's resilient nexthop groups): then a member that leaves moves only its own flows,
+/// and one that joins takes only its share.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NextHopSet {
     hops: Box<[NextHop]>,
@@ -82,6 +90,8 @@ pub struct NextHopSet {
     /// divisor, summed): member `i` takes shares `ends[i - 1]..ends[i]`. Empty when the
     /// weights are all equal: then member `i` takes share `i` alone.
     ends: Box<[u16]>,
+    /// A resilient set's member of each bucket (its shares); empty for hash-threshold.
+    buckets: Box<[u8]>,
 }
 
 /// The share of `shares` equal regions of the 32-bit hash space that `hash` falls in:
@@ -103,6 +113,7 @@ impl NextHopSet {
             hops: Box::new([hop]),
             weights: Box::new([]),
             ends: Box::new([]),
+            buckets: Box::new([]),
         }
     }
 
@@ -145,7 +156,40 @@ impl NextHopSet {
             hops: hops.into_boxed_slice(),
             weights: if ones { Vec::new() } else { weights }.into_boxed_slice(),
             ends: ends.into_boxed_slice(),
+            buckets: Box::new([]),
         })
+    }
+
+    /// A resilient set: the members with their weights (as for [`Self::weighted`], kept for
+    /// what the set shows), and which member takes each bucket, `buckets[b]` an index into
+    /// the members. The hash space is cut into `buckets.len()` equal shares, so a flow's
+    /// bucket is [`share_of`] its hash. 2 to [`MAX_BUCKETS`] buckets; a set of one member
+    /// needs none and keeps none.
+    pub fn resilient(
+        hops: impl IntoIterator<Item = (NextHop, u16)>,
+        buckets: impl Into<Vec<u8>>,
+    ) -> Result<Self, FibError> {
+        let mut set = Self::weighted(hops)?;
+        if set.hops.len() == 1 {
+            return Ok(set);
+        }
+        let buckets = buckets.into();
+        let bad = |reason: String| Err(FibError::BadBuckets { reason });
+        if !(2..=MAX_BUCKETS).contains(&buckets.len()) {
+            return bad(format!("{} buckets (2 to {MAX_BUCKETS})", buckets.len()));
+        }
+        if let Some(&b) = buckets.iter().find(|&&b| usize::from(b) >= set.hops.len()) {
+            return bad(format!("bucket member {b} of {} next hops", set.hops.len()));
+        }
+        set.ends = Box::new([]);
+        set.buckets = buckets.into_boxed_slice();
+        Ok(set)
+    }
+
+    /// A resilient set's bucket table (member index of each bucket); empty for a
+    /// hash-threshold set.
+    pub fn buckets(&self) -> &[u8] {
+        &self.buckets
     }
 
     /// The next hops.
@@ -165,22 +209,28 @@ impl NextHopSet {
         self.weights.get(i).copied().unwrap_or(1)
     }
 
-    /// How many equal shares the hash space is cut into: the member count when the weights
-    /// are equal, else the sum of the weights divided by their greatest common divisor (at
-    /// most [`MAX_ECMP`] × [`MAX_WEIGHT`]).
+    /// How many equal shares the hash space is cut into: a resilient set's buckets; else the
+    /// member count when the weights are equal, else the sum of the weights divided by their
+    /// greatest common divisor (at most [`MAX_ECMP`] × [`MAX_WEIGHT`]).
     #[inline]
     pub fn shares(&self) -> u32 {
+        if !self.buckets.is_empty() {
+            return self.buckets.len() as u32;
+        }
         match self.ends.last() {
             Some(&end) => u32::from(end),
             None => self.hops.len() as u32,
         }
     }
 
-    /// The member that takes share `share` (below [`Self::shares`]): each member takes as
-    /// many shares as its reduced weight, in order.
+    /// The member that takes share `share` (below [`Self::shares`]): a resilient set's
+    /// bucket's member; else each member takes as many shares as its reduced weight, in
+    /// order.
     #[inline]
     pub fn member_of_share(&self, share: u32) -> usize {
-        if self.ends.is_empty() {
+        if !self.buckets.is_empty() {
+            usize::from(self.buckets[share as usize])
+        } else if self.ends.is_empty() {
             share as usize
         } else {
             self.ends.partition_point(|&end| u32::from(end) <= share)
@@ -448,6 +498,42 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A resilient set picks by its bucket table: a flow's bucket is its share of the hash
+    /// space, and the bucket's member is the table's, wherever the table puts it.
+    #[test]
+    fn a_resilient_set_picks_by_its_buckets() {
+        let hops = [(hop(1), 1), (hop(2), 3), (hop(3), 1)];
+        let table = [2u8, 0, 1, 1, 2, 1, 0, 1];
+        let set = NextHopSet::resilient(hops, table).unwrap();
+        assert_eq!((set.shares(), set.buckets()), (8, &table[..]));
+        assert_eq!(set.members().collect::<Vec<_>>(), hops);
+        for (b, h) in even(8).enumerate() {
+            assert_eq!(set.member_of_share(b as u32), usize::from(table[b]));
+            assert_eq!(set.select(h), &hops[usize::from(table[b])].0, "bucket {b}");
+        }
+        // Same members, other buckets: another set.
+        let other = NextHopSet::resilient(hops, [0u8, 0, 1, 1, 2, 1, 0, 1]).unwrap();
+        assert_ne!(set, other);
+        // One member needs no table.
+        let one = NextHopSet::resilient([(hop(1), 1)], [0u8; 8]).unwrap();
+        assert_eq!((one.shares(), one.buckets()), (1, &[][..]));
+        // Tables that do not fit.
+        let err = |b: Vec<u8>| NextHopSet::resilient(hops, b).unwrap_err().to_string();
+        assert_eq!(
+            err(vec![0]),
+            "resilient next-hop set: 1 buckets (2 to 4096)"
+        );
+        assert_eq!(
+            err(vec![0; MAX_BUCKETS + 1]),
+            "resilient next-hop set: 4097 buckets (2 to 4096)"
+        );
+        assert_eq!(
+            err(vec![0, 3]),
+            "resilient next-hop set: bucket member 3 of 3 next hops"
+        );
+        assert!(NextHopSet::resilient(hops, vec![1; MAX_BUCKETS]).is_ok());
     }
 
     #[test]

@@ -203,11 +203,12 @@ mod tests {
         }
     }
 
-    /// Whatever the weights, the cache picks for every hash the member `select` picks.
+    /// Whatever the weights, and for resilient sets whatever the bucket table, the cache
+    /// picks for every hash the member `select` picks.
     #[test]
     fn the_cache_picks_the_member_select_picks() {
         let mut c = AdjCache::default();
-        for (id, ws) in [
+        let weighted = [
             &[1u16, 1][..],
             &[1, 1, 1, 1, 1],
             &[3, 1],
@@ -215,12 +216,18 @@ mod tests {
             &[256, 1, 17, 99],
             &[7; 64],
         ]
-        .into_iter()
-        .enumerate()
-        {
-            let set = NextHopSet::weighted((0..ws.len()).map(hop).zip(ws.iter().copied())).unwrap();
+        .map(|ws| NextHopSet::weighted((0..ws.len()).map(hop).zip(ws.iter().copied())).unwrap());
+        // Resilient: 128 buckets over 3 members, scattered; 1,024 over 64.
+        let scattered = |n: usize, b: usize| -> Vec<u8> {
+            (0..b).map(|i| ((i * 7 + i / 5) % n) as u8).collect()
+        };
+        let resilient = [(3, 128), (64, 1024)].map(|(n, b)| {
+            NextHopSet::resilient((0..n).map(|i| (hop(i), 1)), scattered(n, b)).unwrap()
+        });
+        for (id, set) in weighted.iter().chain(&resilient).enumerate() {
+            let ws: Vec<u16> = set.members().map(|(_, w)| w).collect();
             let members: Vec<Adj> = (0..ws.len()).map(|i| (i as u16, [i as u8; 6])).collect();
-            c.put_ecmp(id as u32, 1, &set, &members);
+            c.put_ecmp(id as u32, 1, set, &members);
             let mut h = 0x9e37_79b9u32;
             for _ in 0..20_000 {
                 h = h
