@@ -557,10 +557,20 @@ impl Daemon {
             NextHop::Unreachable => "unreachable".into(),
             NextHop::Prohibit => "prohibit".into(),
         };
-        // As `ip route` shows them: a multipath route's members with their weights.
+        // As `ip route` shows them: a multipath route's members with their weights, and a
+        // resilient set's with the buckets each holds now.
         let hops = |set: &vrhost_fib::NextHopSet| -> Vec<String> {
+            let held = |i: usize| {
+                set.buckets()
+                    .iter()
+                    .filter(|&&b| usize::from(b) == i)
+                    .count()
+            };
             match set.hops() {
                 [one] => vec![hop(one)],
+                _ if !set.buckets().is_empty() => (set.members().enumerate())
+                    .map(|(i, (h, w))| format!("{} weight {w} buckets {}", hop(&h), held(i)))
+                    .collect(),
                 _ => (set.members())
                     .map(|(h, w)| format!("{} weight {w}", hop(&h)))
                     .collect(),

@@ -525,3 +525,51 @@ fn overrun_resync_resolves_routes_through_nexthop_objects() {
     });
     assert_eq!(st.unusable_routes.load(Ordering::Relaxed), 0);
 }
+
+/// A resilient nexthop group (`type resilient buckets N`) reaches the FIB as a bucket table,
+/// and when the kernel drops a member from it only that member's buckets change hands.
+#[test]
+fn resilient_nexthop_groups_move_only_the_flows_they_must() {
+    if !require_root("netlink sync test") {
+        return;
+    }
+    let rig = Rig::new(SyncOptions::default());
+    rig.ip("nexthop add id 1 via 10.0.0.2 dev a");
+    rig.ip("nexthop add id 2 via 10.1.0.2 dev b");
+    rig.ip("nexthop add id 3 via 10.0.0.3 dev a");
+    rig.ip("nexthop add id 20 group 1/2/3 type resilient buckets 48");
+    rig.ip("route add 203.0.113.0/24 nhid 20");
+    let paths = || -> Option<Vec<NextHop>> {
+        let s = rig
+            .vr
+            .fib4
+            .get(&"203.0.113.0/24".parse::<Prefix4>().unwrap())?;
+        Some(
+            (0..s.shares())
+                .map(|b| s.hops()[s.member_of_share(b)])
+                .collect(),
+        )
+    };
+    rig.wait("the group's 48 buckets", || {
+        paths().is_some_and(|p| p.len() == 48 && p.contains(&via("10.0.0.3", 0)))
+    });
+    let before = paths().unwrap();
+    for h in [via("10.0.0.2", 0), via("10.1.0.2", 1), via("10.0.0.3", 0)] {
+        assert_eq!(before.iter().filter(|x| **x == h).count(), 16, "{h:?}");
+    }
+    rig.ip("nexthop del id 3");
+    rig.wait("member 3 out", || {
+        paths().is_some_and(|p| !p.contains(&via("10.0.0.3", 0)))
+    });
+    let after = paths().unwrap();
+    for (b, (was, now)) in before.iter().zip(&after).enumerate() {
+        assert!(
+            *was == via("10.0.0.3", 0) || was == now,
+            "bucket {b}: {was:?} → {now:?}"
+        );
+    }
+    assert_eq!(
+        after.iter().filter(|x| **x == via("10.0.0.2", 0)).count(),
+        24
+    );
+}

@@ -39,6 +39,8 @@ use vrhost_dataplane::{IfAddr, IpPrefix, VifId, Vr};
 use vrhost_fib::{Family, NextHop, NextHopSet, Prefix, Prefix4, Prefix6, Table, V4, V6};
 use vrhost_wire::EthernetAddress;
 
+use objects::{Objects, Resolved, dirty_nh_users, drop_nh_routes, rebalance};
+
 /// One next hop of a kernel route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Hop {
@@ -106,8 +108,23 @@ pub enum NhDef {
     Blackhole,
     /// A group: member ids with their weights (1 to 65,536, as the kernel has them).
     Group(Vec<(u32, u32)>),
+    /// A resilient group (`type resilient buckets N`): members as for [`NhDef::Group`], and
+    /// its bucket count. The mirror keeps its own table of which member takes each bucket
+    /// from one version of the group to the next ([`Mirror`]'s `res`), so that a member's
+    /// leaving moves only its flows, as the kernel's table does for the kernel's.
+    Resilient(Vec<(u32, u32)>, u16),
     /// A next hop the data plane does not forward by (encapsulated, FDB, without a device).
     Other,
+}
+
+impl NhDef {
+    /// A group's members (ids, weights); none for a single next hop.
+    fn members(&self) -> &[(u32, u32)] {
+        match self {
+            NhDef::Group(m) | NhDef::Resilient(m, _) => m,
+            _ => &[],
+        }
+    }
 }
 
 /// A neighbour's state, as far as forwarding cares.
@@ -279,6 +296,8 @@ pub struct Mirror {
     neigh: HashMap<(u32, IpAddr), EthernetAddress>,
     /// Nexthop objects by id.
     nexthops: HashMap<u32, NhDef>,
+    /// Per resilient group, the member id of each bucket.
+    res: HashMap<u32, Vec<u32>>,
     neigh_dirty: HashSet<(u32, IpAddr)>,
     /// (VIF, address) pairs this mirror put in the data plane's neighbour table, so a
     /// neighbour whose tap vanished can be taken out again.
@@ -310,6 +329,7 @@ impl Mirror {
             v6: Fam::default(),
             neigh: HashMap::new(),
             nexthops: HashMap::new(),
+            res: HashMap::new(),
             neigh_dirty: HashSet::new(),
             neigh_installed: HashMap::new(),
             all_dirty: false,
@@ -418,11 +438,22 @@ impl Mirror {
             Event::DelRoute(r) => self.route(r, true),
             Event::Nexthop { id, def } => {
                 if self.nexthops.get(&id) != Some(&def) {
+                    match &def {
+                        NhDef::Resilient(members, n) => {
+                            let old = self.res.get(&id).map(Vec::as_slice);
+                            let table = rebalance(old, members, usize::from(*n));
+                            self.res.insert(id, table);
+                        }
+                        _ => {
+                            self.res.remove(&id);
+                        }
+                    }
                     self.nexthops.insert(id, def);
                     self.nexthop_changed(id);
                 }
             }
             Event::DelNexthop { id } => {
+                self.res.remove(&id);
                 if self.nexthops.remove(&id).is_some() {
                     self.nexthop_changed(id);
                 }
@@ -459,13 +490,22 @@ impl Mirror {
     /// a group holding it.
     fn nexthop_changed(&mut self, id: u32) {
         let mut ids = vec![id];
-        ids.extend(self.nexthops.iter().filter_map(|(&g, def)| match def {
-            NhDef::Group(m) if m.iter().any(|&(x, _)| x == id) => Some(g),
-            _ => None,
-        }));
+        ids.extend(
+            (self.nexthops.iter())
+                .filter(|(_, def)| def.members().iter().any(|&(x, _)| x == id))
+                .map(|(&g, _)| g),
+        );
         for id in ids {
             dirty_nh_users(&mut self.v4, id);
             dirty_nh_users(&mut self.v6, id);
+        }
+    }
+
+    /// The nexthop objects, for resolving routes.
+    fn objects(&self) -> Objects<'_> {
+        Objects {
+            defs: &self.nexthops,
+            res: &self.res,
         }
     }
 
@@ -538,12 +578,12 @@ impl Mirror {
         let links = &self.links;
         let vif_up = |o: u32| links.get(&o).filter(|l| l.up).and_then(|l| l.vif);
         for p in std::mem::take(&mut self.v4.dirty) {
-            let w = want(&self.v4, &p, vif_up, &self.nexthops);
+            let w = want(&self.v4, &p, vif_up, self.objects());
             let o = settle(&vr.fib4, &mut self.v4.unusable, p, w, &mut out);
             count(&mut out, o);
         }
         for p in std::mem::take(&mut self.v6.dirty) {
-            let w = want(&self.v6, &p, vif_up, &self.nexthops);
+            let w = want(&self.v6, &p, vif_up, self.objects());
             let o = settle(&vr.fib6, &mut self.v6.unusable, p, w, &mut out);
             count(&mut out, o);
         }
@@ -591,7 +631,10 @@ impl Mirror {
         let mut out = Applied::default();
         let links = &self.links;
         let vif_up = |o: u32| links.get(&o).filter(|l| l.up).and_then(|l| l.vif);
-        let nh = &self.nexthops;
+        let nh = Objects {
+            defs: &self.nexthops,
+            res: &self.res,
+        };
         out.routes += sync_table(&vr.fib4, &mut self.v4, &vif_up, nh, &mut out.new_unusable);
         out.routes += sync_table(&vr.fib6, &mut self.v6, &vif_up, nh, &mut out.new_unusable);
         // Neighbours: every (VIF, address) of the data plane's table that the kernel does not
@@ -636,7 +679,7 @@ fn sync_table<F: Family>(
     fib: &Table<F>,
     fam: &mut Fam<F>,
     vif_up: &impl Fn(u32) -> Option<VifId>,
-    nexthops: &HashMap<u32, NhDef>,
+    nexthops: Objects<'_>,
     new_unusable: &mut u64,
 ) -> u64 {
     fam.dirty.clear();
@@ -791,77 +834,6 @@ fn edit<F: Family>(fam: &mut Fam<F>, p: Prefix<F>, r: RouteMsg, deleted: bool, i
     fam.dirty.insert(p);
 }
 
-/// Mark the prefixes using nexthop object `id` dirty, forgetting those that no longer do.
-fn dirty_nh_users<F: Family>(fam: &mut Fam<F>, id: u32) {
-    let Some(users) = fam.nh_users.get_mut(&id) else {
-        return;
-    };
-    let routes = &fam.routes;
-    users.retain(|p| {
-        routes
-            .get(p)
-            .is_some_and(|l| l.iter().any(|k| k.nh == Some(id)))
-    });
-    fam.dirty.extend(users.iter().copied());
-    if users.is_empty() {
-        fam.nh_users.remove(&id);
-    }
-}
-
-/// Nexthop object `id` was deleted: so are the routes that used it (the kernel sends no
-/// route message for them).
-fn drop_nh_routes<F: Family>(fam: &mut Fam<F>, id: u32) {
-    let Some(users) = fam.nh_users.remove(&id) else {
-        return;
-    };
-    for p in users {
-        if let Some(list) = fam.routes.get_mut(&p) {
-            list.retain(|k| k.nh != Some(id));
-            if list.is_empty() {
-                fam.routes.remove(&p);
-            }
-            fam.dirty.insert(p);
-        }
-    }
-}
-
-/// The next hops of a route: through its nexthop object when the mirror has that (a
-/// group's members with their weights), else as the route message gave them. `None` for a
-/// blackhole object.
-fn hops_of(k: &KRoute, nexthops: &HashMap<u32, NhDef>) -> Option<Vec<Hop>> {
-    let Some(def) = k.nh.and_then(|id| nexthops.get(&id)) else {
-        return Some(k.hops.to_vec());
-    };
-    Some(match def {
-        NhDef::One(h) => vec![*h],
-        NhDef::Blackhole => return None,
-        NhDef::Other => Vec::new(),
-        NhDef::Group(members) => {
-            // The FIB takes weights up to 256; larger ones (16-bit group weights) are scaled
-            // down in proportion, none below 1.
-            let max = members.iter().map(|&(_, w)| w).max().unwrap_or(1);
-            let top = u32::from(vrhost_fib::MAX_WEIGHT);
-            members
-                .iter()
-                .filter_map(|&(id, w)| match nexthops.get(&id) {
-                    Some(NhDef::One(h)) => {
-                        let w = if max > top {
-                            (u64::from(w) * u64::from(top) / u64::from(max)).max(1) as u32
-                        } else {
-                            w
-                        };
-                        Some(Hop {
-                            weight: w as u16,
-                            ..*h
-                        })
-                    }
-                    _ => None,
-                })
-                .collect()
-        }
-    })
-}
-
 /// Put `route` among routes sorted by metric: before others of its metric if `front`
 /// (`ip route prepend`/`add`), else after them.
 fn insert_sorted(list: &mut Vec<KRoute>, route: KRoute, front: bool) {
@@ -879,7 +851,7 @@ fn want<F: Family>(
     fam: &Fam<F>,
     p: &Prefix<F>,
     vif_up: impl Fn(u32) -> Option<VifId>,
-    nexthops: &HashMap<u32, NhDef>,
+    objects: Objects<'_>,
 ) -> Result<Option<NextHopSet>, ()> {
     if fam.local.contains_key(p) {
         return Ok(Some(NextHopSet::one(NextHop::Local)));
@@ -887,11 +859,11 @@ fn want<F: Family>(
     let Some(best) = fam.routes.get(p).and_then(|l| l.first()) else {
         return Ok(None);
     };
-    let resolved = hops_of(best, nexthops);
+    let resolved = objects.resolve(best);
     // A route through a nexthop object forwards as the object says now (the kernel marks
     // the route a blackhole only when it is added or dumped).
     let kind = match (
-        best.nh.is_some_and(|id| nexthops.contains_key(&id)),
+        best.nh.is_some_and(|id| objects.defs.contains_key(&id)),
         best.kind,
     ) {
         (true, RouteKind::Unicast | RouteKind::Blackhole) if resolved.is_none() => {
@@ -907,9 +879,11 @@ fn want<F: Family>(
         RouteKind::Prohibit => NextHop::Prohibit,
         RouteKind::Other(_) => return Err(()),
         RouteKind::Unicast => {
-            let all = resolved.unwrap_or_default();
+            let Resolved { hops: all, buckets } = resolved.unwrap_or_default();
             let mut hops: Vec<(NextHop, u16)> = Vec::with_capacity(all.len());
-            for h in all.iter().filter(|h| !h.dead) {
+            // Each usable member object's place in `hops` (for a resilient table).
+            let mut place: Vec<(u32, usize)> = Vec::new();
+            for &(h, id) in all.iter().filter(|(h, _)| !h.dead) {
                 let Some(vif) = vif_up(h.oif) else { continue };
                 let ifindex = u32::from(vif);
                 let nh = match h.gateway {
@@ -917,18 +891,28 @@ fn want<F: Family>(
                     None => NextHop::Attached { ifindex },
                 };
                 let weight = h.weight.clamp(1, vrhost_fib::MAX_WEIGHT);
-                match hops.iter_mut().find(|(x, _)| *x == nh) {
+                let i = match hops.iter().position(|(x, _)| *x == nh) {
                     // The same next hop twice takes both shares (up to the largest weight).
-                    Some((_, w)) => *w = (*w + weight).min(vrhost_fib::MAX_WEIGHT),
-                    None => hops.push((nh, weight)),
-                }
+                    Some(i) => {
+                        hops[i].1 = (hops[i].1 + weight).min(vrhost_fib::MAX_WEIGHT);
+                        i
+                    }
+                    None => {
+                        hops.push((nh, weight));
+                        hops.len() - 1
+                    }
+                };
+                place.push((id, i));
             }
             hops.truncate(vrhost_fib::MAX_ECMP);
-            return match hops.len() {
-                0 if all.iter().all(|h| h.dead) && !all.is_empty() => Ok(None),
-                0 => Err(()),
-                _ => NextHopSet::weighted(hops).map(Some).map_err(|_| ()),
+            place.retain(|&(_, i)| i < hops.len());
+            let set = match (hops.len(), buckets) {
+                (0, _) if all.iter().all(|(h, _)| h.dead) && !all.is_empty() => return Ok(None),
+                (0, _) => return Err(()),
+                (_, Some(table)) => NextHopSet::resilient(hops, objects::buckets(table, &place)),
+                _ => NextHopSet::weighted(hops),
             };
+            return set.map(Some).map_err(|_| ());
         }
     };
     Ok(Some(NextHopSet::one(hop)))
@@ -970,5 +954,6 @@ fn settle<F: Family>(
     }
 }
 
+mod objects;
 #[cfg(test)]
 mod tests;

@@ -30,11 +30,17 @@ pub const RTNLGRP_NEXTHOP: u32 = 32;
 
 const NHA_ID: u16 = 1;
 const NHA_GROUP: u16 = 2;
+const NHA_GROUP_TYPE: u16 = 3;
 const NHA_BLACKHOLE: u16 = 4;
 const NHA_OIF: u16 = 5;
 const NHA_GATEWAY: u16 = 6;
 const NHA_ENCAP_TYPE: u16 = 7;
 const NHA_FDB: u16 = 11;
+const NHA_RES_GROUP: u16 = 12;
+/// In `NHA_RES_GROUP`: the bucket count (u16).
+const NHA_RES_GROUP_BUCKETS: u16 = 1;
+/// `NEXTHOP_GRP_TYPE_RES`.
+const GROUP_RESILIENT: u16 = 1;
 /// `RTNH_F_DEAD`.
 const RTNH_F_DEAD: u32 = 1;
 /// The attribute type without `NLA_F_NESTED` / `NLA_F_NET_BYTEORDER`.
@@ -64,12 +70,10 @@ pub fn parse(message_type: u16, body: &[u8]) -> Option<Event> {
     let mut oif = 0;
     let mut gateway = None;
     let mut other = false;
-    let mut rest = &body[NHMSG_LEN..];
-    while !rest.is_empty() {
-        let hdr = rest.get(..4)?;
-        let len = usize::from(u16::from_ne_bytes([hdr[0], hdr[1]]));
-        let kind = u16::from_ne_bytes([hdr[2], hdr[3]]) & NLA_TYPE_MASK;
-        let value = rest.get(4..len)?;
+    let mut resilient = false;
+    let mut buckets = None;
+    for (kind, value) in attrs(&body[NHMSG_LEN..]) {
+        let value = value?;
         match kind {
             NHA_ID => id = Some(u32::from_ne_bytes(value.get(..4)?.try_into().ok()?)),
             NHA_GROUP => {
@@ -85,6 +89,16 @@ pub fn parse(message_type: u16, body: &[u8]) -> Option<Event> {
                     .collect();
                 group = Some(members);
             }
+            NHA_GROUP_TYPE => {
+                resilient = u16::from_ne_bytes(value.get(..2)?.try_into().ok()?) == GROUP_RESILIENT;
+            }
+            NHA_RES_GROUP => {
+                for (kind, value) in attrs(value) {
+                    if kind == NHA_RES_GROUP_BUCKETS {
+                        buckets = Some(u16::from_ne_bytes(value?.get(..2)?.try_into().ok()?));
+                    }
+                }
+            }
             NHA_BLACKHOLE => blackhole = true,
             NHA_OIF => oif = u32::from_ne_bytes(value.get(..4)?.try_into().ok()?),
             NHA_GATEWAY => {
@@ -99,14 +113,17 @@ pub fn parse(message_type: u16, body: &[u8]) -> Option<Event> {
             NHA_ENCAP_TYPE | NHA_FDB => other = true,
             _ => {}
         }
-        rest = rest.get(len.next_multiple_of(4)..).unwrap_or(&[]);
     }
     let id = id?;
     if deleted {
         return Some(Event::DelNexthop { id });
     }
     let def = if let Some(members) = group {
-        NhDef::Group(members)
+        match (resilient, buckets) {
+            (true, Some(b)) => NhDef::Resilient(members, b),
+            (true, None) => return None,
+            (false, _) => NhDef::Group(members),
+        }
     } else if blackhole {
         NhDef::Blackhole
     } else if other || oif == 0 {
@@ -120,6 +137,29 @@ pub fn parse(message_type: u16, body: &[u8]) -> Option<Event> {
         })
     };
     Some(Event::Nexthop { id, def })
+}
+
+/// The attributes in `b`: (type, value), the value `None` where the attribute runs past
+/// the end (the caller refuses the message then).
+fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, Option<&[u8]>)> {
+    core::iter::from_fn(move || {
+        if b.is_empty() {
+            return None;
+        }
+        let Some(hdr) = b.get(..4) else {
+            b = &[];
+            return Some((0, None));
+        };
+        let len = usize::from(u16::from_ne_bytes([hdr[0], hdr[1]]));
+        let kind = u16::from_ne_bytes([hdr[2], hdr[3]]) & NLA_TYPE_MASK;
+        let value = b.get(4..len);
+        b = if value.is_some() {
+            b.get(len.next_multiple_of(4)..).unwrap_or(&[])
+        } else {
+            &[]
+        };
+        Some((kind, value))
+    })
 }
 
 #[cfg(test)]
@@ -264,6 +304,47 @@ mod tests {
         );
         let m = msg(2, 0, &[nla(NHA_ID, &6u32.to_ne_bytes())]);
         assert_eq!(parse(RTM_DELNEXTHOP, &m), Some(Event::DelNexthop { id: 6 }));
+    }
+
+    /// `ip nexthop add id 20 group 1/2 type resilient buckets 64`: the group type and the
+    /// nested bucket count (with the timers the kernel adds, ignored).
+    #[test]
+    fn resilient_groups() {
+        let mut g = Vec::new();
+        g.extend_from_slice(&1u32.to_ne_bytes());
+        g.extend_from_slice(&[0; 4]);
+        g.extend_from_slice(&2u32.to_ne_bytes());
+        g.extend_from_slice(&[0; 4]);
+        let mut res = nla(NHA_RES_GROUP_BUCKETS, &64u16.to_ne_bytes());
+        res.extend(nla(2, &120u32.to_ne_bytes())); // idle timer
+        let m = msg(
+            0,
+            0,
+            &[
+                nla(NHA_ID, &20u32.to_ne_bytes()),
+                nla(NHA_GROUP, &g),
+                nla(NHA_GROUP_TYPE, &GROUP_RESILIENT.to_ne_bytes()),
+                nla(NHA_RES_GROUP | 0x8000, &res),
+            ],
+        );
+        assert_eq!(
+            parse(RTM_NEWNEXTHOP, &m),
+            Some(Event::Nexthop {
+                id: 20,
+                def: NhDef::Resilient(vec![(1, 1), (2, 1)], 64),
+            })
+        );
+        // Resilient without its bucket count: refused, not taken for a plain group.
+        let m = msg(
+            0,
+            0,
+            &[
+                nla(NHA_ID, &20u32.to_ne_bytes()),
+                nla(NHA_GROUP, &g),
+                nla(NHA_GROUP_TYPE, &GROUP_RESILIENT.to_ne_bytes()),
+            ],
+        );
+        assert_eq!(parse(RTM_NEWNEXTHOP, &m), None);
     }
 
     #[test]

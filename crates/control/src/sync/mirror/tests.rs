@@ -658,3 +658,127 @@ fn compat_mode_route_messages_agree_with_the_objects() {
     assert_eq!(get6(&vr, "2001:db8:5::/48"), None);
     assert_eq!(m.kernel_routes(), (0, 0));
 }
+
+/// How many buckets of `t` each of `ids` takes.
+fn counts(t: &[u32], ids: &[u32]) -> Vec<usize> {
+    ids.iter()
+        .map(|id| t.iter().filter(|x| *x == id).count())
+        .collect()
+}
+
+/// A resilient group's table: shares in proportion to the weights; a member leaving moves
+/// only its buckets; one joining takes only its share; a reweighting moves only the
+/// difference.
+#[test]
+fn rebalance_moves_only_the_buckets_it_must() {
+    let t = rebalance(None, &[(1, 1), (2, 1)], 8);
+    assert_eq!(t, [1, 1, 1, 1, 2, 2, 2, 2]);
+    let t = rebalance(None, &[(1, 3), (2, 1), (3, 1)], 10);
+    assert_eq!(counts(&t, &[1, 2, 3]), [6, 2, 2]);
+    // Four members of 64 buckets; member 2 leaves.
+    let four = rebalance(None, &[(1, 1), (2, 1), (3, 1), (4, 1)], 64);
+    let three = rebalance(Some(&four), &[(1, 1), (3, 1), (4, 1)], 64);
+    assert_eq!(counts(&three, &[1, 3, 4]), [22, 21, 21]);
+    for (b, (&was, &now)) in four.iter().zip(&three).enumerate() {
+        assert!(was == 2 || was == now, "bucket {b}: {was} → {now}");
+    }
+    // Member 5 joins: it takes 12 or 13 buckets, and only those change hands.
+    let four_again = rebalance(Some(&three), &[(1, 1), (3, 1), (4, 1), (5, 1)], 64);
+    let moved = three
+        .iter()
+        .zip(&four_again)
+        .filter(|(a, b)| a != b)
+        .count();
+    assert_eq!(moved, counts(&four_again, &[5])[0]);
+    assert_eq!(counts(&four_again, &[1, 3, 4, 5]), [16, 16, 16, 16]);
+    // Member 1's weight doubles: only the buckets it gains move.
+    let heavier = rebalance(Some(&four_again), &[(1, 2), (3, 1), (4, 1), (5, 1)], 64);
+    let moved = four_again
+        .iter()
+        .zip(&heavier)
+        .filter(|(a, b)| a != b)
+        .count();
+    // 64 × 2/5 = 25.6 and 12.8 for the others: the three larger remainders round up.
+    assert_eq!(counts(&heavier, &[1, 3, 4, 5]), [25, 13, 13, 13]);
+    assert_eq!(moved, 25 - 16);
+    // Another bucket count starts afresh; no members, no table.
+    assert_eq!(rebalance(Some(&heavier), &[(1, 1)], 4), [1, 1, 1, 1]);
+    assert!(rebalance(None, &[], 4).is_empty());
+}
+
+/// Through the mirror: a route through a resilient group gets its table in the FIB; when
+/// a member is deleted, or its tap goes down, only that member's buckets move, and they come
+/// back when the tap does.
+#[test]
+fn resilient_groups_reach_the_fib_and_keep_their_buckets() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    for (id, gw, oif) in [(1, "10.0.0.2", A), (2, "10.1.0.2", B), (3, "10.0.0.3", A)] {
+        m.event(Event::Nexthop {
+            id,
+            def: one(gw, oif),
+        });
+    }
+    m.event(Event::Nexthop {
+        id: 20,
+        def: NhDef::Resilient(vec![(1, 1), (2, 1), (3, 1)], 32),
+    });
+    m.event(Event::Route(rt_nh(p4("192.0.2.0/24"), 20)));
+    m.apply(&vr);
+    let set = |vr: &Vr| vr.fib4.get(&"192.0.2.0/24".parse().unwrap()).unwrap();
+    // The bucket's next hop, for each of the 32.
+    let paths = |vr: &Vr| -> Vec<NextHop> {
+        let s = set(vr);
+        (0..32).map(|b| s.hops()[s.member_of_share(b)]).collect()
+    };
+    let s = set(&vr);
+    assert_eq!(s.shares(), 32);
+    assert_eq!(
+        s.hops(),
+        [via("10.0.0.2", 0), via("10.1.0.2", 1), via("10.0.0.3", 0)]
+    );
+    let before = paths(&vr);
+    // Tap b down: member 2's buckets go to the others, nothing else moves.
+    m.event(Event::Link {
+        index: B,
+        name: "b".into(),
+        up: false,
+        mtu: 1500,
+    });
+    m.apply(&vr);
+    let down = paths(&vr);
+    for (b, (was, now)) in before.iter().zip(&down).enumerate() {
+        assert!(
+            *was == via("10.1.0.2", 1) && *now != *was || was == now,
+            "bucket {b}: {was:?} → {now:?}"
+        );
+    }
+    assert!(!down.contains(&via("10.1.0.2", 1)));
+    // Back up: exactly as before.
+    m.event(Event::Link {
+        index: B,
+        name: "b".into(),
+        up: true,
+        mtu: 1500,
+    });
+    m.apply(&vr);
+    assert_eq!(paths(&vr), before);
+    // Member 3 deleted (the kernel announces the group without it): only its buckets move.
+    m.event(Event::DelNexthop { id: 3 });
+    m.event(Event::Nexthop {
+        id: 20,
+        def: NhDef::Resilient(vec![(1, 1), (2, 1)], 32),
+    });
+    m.apply(&vr);
+    let after = paths(&vr);
+    for (b, (was, now)) in before.iter().zip(&after).enumerate() {
+        assert!(
+            *was == via("10.0.0.3", 0) || was == now,
+            "bucket {b}: {was:?} → {now:?}"
+        );
+    }
+    assert_eq!(
+        after.iter().filter(|h| **h == via("10.0.0.2", 0)).count(),
+        16
+    );
+}
