@@ -338,12 +338,17 @@ impl Mirror {
     }
 
     /// Forget everything the kernel said (before a resync's dump); what was installed in the
-    /// data plane is kept and diffed against by the next [`Mirror::apply_all`].
+    /// data plane is kept and diffed against by the next [`Mirror::apply_all`], and so are
+    /// the resilient groups' bucket tables.
     pub fn reset(&mut self) {
         let names = std::mem::take(&mut self.vif_names);
         let installed = std::mem::take(&mut self.neigh_installed);
+        // Resilient groups' bucket tables too: the dump's groups are rebalanced from them,
+        // so a resync moves no flow that the groups' members did not.
+        let res = std::mem::take(&mut self.res);
         *self = Mirror::new(names);
         self.neigh_installed = installed;
+        self.res = res;
     }
 
     /// The namespace's links.

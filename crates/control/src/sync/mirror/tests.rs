@@ -782,3 +782,51 @@ fn resilient_groups_reach_the_fib_and_keep_their_buckets() {
         16
     );
 }
+
+/// A resync (reset, the dump again, `apply_all`) keeps a resilient group's buckets where
+/// they were, even where the table no longer starts from scratch: nothing in the FIB changes.
+#[test]
+fn a_resync_keeps_resilient_buckets() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    let objects = |m: &mut Mirror, members: Vec<(u32, u32)>| {
+        for (id, gw, oif) in [(1, "10.0.0.2", A), (2, "10.1.0.2", B), (3, "10.0.0.3", A)] {
+            m.event(Event::Nexthop {
+                id,
+                def: one(gw, oif),
+            });
+        }
+        m.event(Event::Nexthop {
+            id: 20,
+            def: NhDef::Resilient(members, 24),
+        });
+        m.event(Event::Route(rt_nh(p4("192.0.2.0/24"), 20)));
+    };
+    objects(&mut m, vec![(1, 1), (2, 1), (3, 1)]);
+    m.apply(&vr);
+    // Member 1 leaves: its buckets (the first eight) go half to 2, half to 3, a table no
+    // fresh start would make (that gives 2 the first twelve).
+    m.event(Event::Nexthop {
+        id: 20,
+        def: NhDef::Resilient(vec![(2, 1), (3, 1)], 24),
+    });
+    m.apply(&vr);
+    let before = vr.fib4.get(&"192.0.2.0/24".parse().unwrap()).unwrap();
+    // The resync: everything forgotten, dumped again (links, objects, route), applied.
+    m.reset();
+    for (index, name) in [(LO, "lo"), (A, "a"), (B, "b"), (DUMMY, "dummy0")] {
+        m.event(Event::Link {
+            index,
+            name: name.into(),
+            up: true,
+            mtu: 1500,
+        });
+    }
+    objects(&mut m, vec![(2, 1), (3, 1)]);
+    let n = m.apply_all(&vr).routes;
+    assert_eq!(n, 0, "the resync changed a route");
+    assert_eq!(
+        vr.fib4.get(&"192.0.2.0/24".parse().unwrap()).unwrap(),
+        before
+    );
+}
