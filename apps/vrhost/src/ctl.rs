@@ -313,8 +313,8 @@ pub(crate) fn print(v: &Value, json: bool) -> anyhow::Result<()> {
         }
         println!(
             "(worker* = pinned by config; P99-WAIT: 99 % of sampled packets waited at most this \
-             long in the VR's ingress ring; ! = over 1 % waited at least the deferral's bound, \
-             [dataplane] max_deferral_us)"
+             long in the VR's ingress ring since it was made; ! = over 1 % waited at least the \
+             deferral's bound, [dataplane] max_deferral_us, in the last minute or so)"
         );
     }
     if let Some(ws) = v.get("workers").and_then(Value::as_array) {
@@ -456,6 +456,23 @@ fn print_show(v: &Value) -> anyhow::Result<()> {
             println!(
                 "  {over} of them waited at least the deferral's bound ({} µs){}",
                 n(&w["bound_us"]),
+                if over_bound(&json!({"over_bound": over, "samples": w["samples"]})) {
+                    ": over 1 %"
+                } else {
+                    ""
+                }
+            );
+        }
+        let r = &w["recent"];
+        if r.is_object() {
+            println!(
+                "  the last {:.0} s: {} sampled, p99 {}, {} at least the bound{}",
+                r["window_s"].as_f64().unwrap_or(0.0),
+                n(&r["samples"]),
+                us(&r["p99_us"]),
+                r["over_bound"]
+                    .as_u64()
+                    .map_or("-".into(), |o| o.to_string()),
                 if over_bound(w) { ": over 1 %" } else { "" }
             );
         }
@@ -488,8 +505,14 @@ fn print_show(v: &Value) -> anyhow::Result<()> {
 }
 
 /// Whether more than 1 % of a VR's sampled packets surely waited at least the deferral's
-/// bound (`ingress_wait` of `status` or `show`).
+/// bound (`ingress_wait` of `status` or `show`): over the last minute or so when the daemon
+/// has that (`recent`), else since the VR was made.
 fn over_bound(w: &Value) -> bool {
+    let w = if w["recent"].is_object() {
+        &w["recent"]
+    } else {
+        w
+    };
     w["over_bound"]
         .as_u64()
         .is_some_and(|over| over * 100 > n(&w["samples"]))
@@ -509,6 +532,14 @@ mod tests {
         assert!(over_bound(&w(Some(2), 100)));
         assert!(!over_bound(&w(Some(0), 0)));
         assert!(!over_bound(&w(None, 100)), "deferring off: no bound");
+        // The recent window decides when there is one: an old overload is not marked, a
+        // recent one is.
+        let mut old = w(Some(50), 1000);
+        old["recent"] = w(Some(0), 200);
+        assert!(!over_bound(&old));
+        let mut new = w(Some(5), 1000);
+        new["recent"] = w(Some(5), 200);
+        assert!(over_bound(&new));
     }
 
     fn socket(name: &str) -> PathBuf {

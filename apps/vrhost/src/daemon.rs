@@ -33,7 +33,7 @@ use vrhost_control::punt::ControlPlane;
 use vrhost_control::sync::SyncOptions;
 use vrhost_dataplane::port::{PortId, RxQueue, TxQueue};
 use vrhost_dataplane::scale::{ScalePolicy, Scaler};
-use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, WaitStats, Watchdog};
+use vrhost_dataplane::{Dataplane, DataplaneConfig, Drop, Pool, Vr, WaitStats, Watchdog};
 use vrhost_fib::NextHop;
 use vrhost_io::offcpu;
 use vrhost_io::quickpath::Quickpath;
@@ -42,6 +42,7 @@ use vrhost_io::sched::{self, Policy};
 use crate::ctl;
 use crate::heldoff::HeldOff;
 use crate::ports::OpenPort;
+use crate::recent::Recent;
 use crate::swap::{Slot, Swap};
 
 /// Run until SIGTERM/SIGINT (or `deadline`).
@@ -94,6 +95,9 @@ struct Daemon {
     scaler: Option<Scaler>,
     /// Each worker's time held off its core.
     held: Vec<HeldOff>,
+    /// Snapshots of the VRs' ingress-wait counters, for the recent window `ctl status`
+    /// marks by.
+    recent: Recent,
 }
 
 /// A worker's receive and transmit slot for one port (see [`crate::swap`]).
@@ -304,6 +308,7 @@ impl Daemon {
             quarantined: HashSet::new(),
             scaler,
             held,
+            recent: Recent::default(),
         })
     }
 
@@ -333,6 +338,12 @@ impl Daemon {
                     if let Some(w) = h.look() {
                         warn!("{w}");
                     }
+                }
+                let now = Instant::now();
+                if self.recent.due(now) {
+                    let vrs = self.dp.vrs();
+                    let waits = vrs.iter().map(|vr| (key(vr), vr.stats().ingress_wait));
+                    self.recent.snapshot(now, waits);
                 }
                 last_check = Instant::now();
             }
@@ -687,11 +698,27 @@ impl Daemon {
                 "taps_recreated": info.taps_recreated,
             },
             "drops": drops,
-            "ingress_wait": wait_json(&s.ingress_wait, true, self.dp.max_deferral()),
+            "ingress_wait": self.wait_json(&vr, &s.ingress_wait, true),
             "vifs": vifs,
             "sync": sync,
             "problems": info.problems,
         }))
+    }
+
+    /// [`wait_json`] for VR `vr`, with `recent`: the same over the last minute or so
+    /// ([`Recent`]; `window_s` how long; `null` until the daemon has a snapshot).
+    fn wait_json(&self, vr: &Arc<Vr>, w: &WaitStats, buckets: bool) -> Value {
+        let bound = self.dp.max_deferral();
+        let mut v = wait_json(w, buckets, bound);
+        v["recent"] = match self.recent.window(key(vr), Instant::now(), w) {
+            Some((span, d)) => {
+                let mut r = wait_json(&d, false, bound);
+                r["window_s"] = json!(span.as_secs_f64());
+                r
+            }
+            None => Value::Null,
+        };
+        v
     }
 
     fn netns(&self, args: &Value) -> Result<Value, String> {
@@ -811,7 +838,7 @@ impl Daemon {
                     "cycles_per_packet": if s.scheduled == 0 { 0.0 } else { s.cycles as f64 / s.scheduled as f64 },
                     "watchdog_offences": s.watchdog_offences,
                     "watchdog_excused": s.watchdog_excused,
-                    "ingress_wait": wait_json(&s.ingress_wait, false, self.dp.max_deferral()),
+                    "ingress_wait": self.wait_json(vr, &s.ingress_wait, false),
                 })
             })
             .collect();
@@ -975,6 +1002,12 @@ impl Daemon {
         self.ports.clear();
         info!("stopped");
     }
+}
+
+/// The key [`Recent`] knows a VR by: its `Arc`'s address, which no other VR has while it
+/// lives (a VR made again under the same name is another VR, with counters of its own).
+fn key(vr: &Arc<Vr>) -> usize {
+    Arc::as_ptr(vr) as usize
 }
 
 /// How long a VR's packets waited in its ingress rings since it was made (sampled; see

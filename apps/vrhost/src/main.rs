@@ -16,6 +16,7 @@ mod daemon;
 mod demo;
 mod heldoff;
 mod ports;
+mod recent;
 mod swap;
 
 use std::path::PathBuf;

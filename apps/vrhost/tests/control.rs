@@ -215,6 +215,20 @@ fn a_neighbour_unknown_to_the_data_plane_is_resolved_through_the_namespace() {
         (Some(10_000), Some(0)),
         "{w}"
     );
+    // And over the recent window (from the daemon's first snapshot, taken within about a
+    // second of its start, to now): part of those samples, none over the bound.
+    wait("a recent window of ingress waits", 10, || {
+        ctl_json(&d, &["show", "vr0"])["ingress_wait"]["recent"].is_object()
+    });
+    let show = ctl_json(&d, &["show", "vr0"]);
+    let (w, r) = (&show["ingress_wait"], &show["ingress_wait"]["recent"]);
+    let span = r["window_s"].as_f64().unwrap();
+    assert!(span > 0.0 && span < 80.0, "{r}");
+    assert!(
+        r["samples"].as_u64().unwrap() <= w["samples"].as_u64().unwrap(),
+        "{w}"
+    );
+    assert_eq!(r["over_bound"].as_u64(), Some(0), "{r}");
 }
 
 #[test]
