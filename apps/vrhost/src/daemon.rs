@@ -669,6 +669,7 @@ impl Daemon {
                 "unusable_routes": st.unusable_routes.load(Relaxed),
                 "kernel_routes4": st.kernel_routes4.load(Relaxed),
                 "kernel_routes6": st.kernel_routes6.load(Relaxed),
+                "nexthop_objects": st.nexthop_objects.load(Relaxed),
                 "last_full_sync_ms": st.last_full_sync_us.load(Relaxed) as f64 / 1000.0,
             })
         });

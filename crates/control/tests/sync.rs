@@ -328,6 +328,10 @@ fn nexthop_objects_are_followed(compat: bool) {
     assert_eq!(rig.r4("10.98.0.0/16"), Some(vec![NextHop::Drop]));
     let s = rig.cp.info("blue").unwrap();
     let st = s.sync.unwrap();
+    // Left: the blackhole (1 and 10 went with tap a, 2 and 3 were deleted).
+    rig.wait("one object left", || {
+        st.nexthop_objects.load(Ordering::Relaxed) == 1
+    });
     assert_eq!(st.bad_messages.load(Ordering::Relaxed), 0);
     assert_eq!(st.overruns.load(Ordering::Relaxed), 0);
     assert!(s.problems.is_empty(), "{:?}", s.problems);
@@ -572,4 +576,45 @@ fn resilient_nexthop_groups_move_only_the_flows_they_must() {
         after.iter().filter(|x| **x == via("10.0.0.2", 0)).count(),
         24
     );
+}
+
+/// A tap taken down and up again: the kernel deletes the IPv4 routes through it without a
+/// message (and IPv6's with one) and does not bring them back; nor may the FIB. A multipath
+/// route with a member elsewhere stays, that member alone while the tap is down.
+#[test]
+fn a_tap_flap_loses_the_routes_through_it_as_the_kernel_does() {
+    if !require_root("netlink sync test") {
+        return;
+    }
+    let rig = Rig::new(SyncOptions::default());
+    rig.ip("route add 198.51.100.0/24 via 10.0.0.2");
+    rig.ip("route add 203.0.113.0/24 nexthop via 10.0.0.2 nexthop via 10.1.0.2");
+    rig.ip("-6 route add 2001:db8:9::/48 via fd00:a::2");
+    rig.wait("routes via a", || {
+        rig.r4("198.51.100.0/24") == Some(vec![via("10.0.0.2", 0)])
+            && rig.r4("203.0.113.0/24").is_some_and(|h| h.len() == 2)
+            && rig.r6("2001:db8:9::/48") == Some(vec![via("fd00:a::2", 0)])
+    });
+    rig.ip("link set dev a down");
+    rig.wait("a's routes gone", || {
+        rig.r4("198.51.100.0/24").is_none()
+            && rig.r6("2001:db8:9::/48").is_none()
+            && rig.r4("203.0.113.0/24") == Some(vec![via("10.1.0.2", 1)])
+    });
+    rig.ip("link set dev a up");
+    // The kernel announces a's subnet route again: the mirror has seen the link come up.
+    rig.wait("a's subnet back", || {
+        rig.r4("10.0.0.0/24") == Some(vec![NextHop::Attached { ifindex: 0 }])
+    });
+    let out = rig
+        .netns()
+        .ip(&["route", "show", "198.51.100.0/24"])
+        .unwrap();
+    assert!(out.stdout.is_empty(), "the kernel kept it?");
+    assert_eq!(rig.r4("198.51.100.0/24"), None, "the FIB brought it back");
+    assert_eq!(rig.r6("2001:db8:9::/48"), None);
+    // The multipath route's member through a is back with it.
+    rig.wait("the multipath route whole again", || {
+        rig.r4("203.0.113.0/24").is_some_and(|h| h.len() == 2)
+    });
 }

@@ -19,7 +19,12 @@
 //!   (`proto kernel scope link`), so a route an operator deletes there is gone here too;
 //! - of a prefix's main-table routes the lowest metric wins, then the first added (IPv4
 //!   `append` queues behind); a multipath route is an ECMP set;
-//! - next hops through a tap that is down, or flagged dead, are left out;
+//! - next hops through a tap that is down, or flagged dead, are left out; and when a link
+//!   goes down, what the kernel then deletes without a message — IPv4 routes all of whose
+//!   next hops use it, nexthop objects through it — goes here too, for good
+//!   (`Mirror::link_down`);
+//! - routes through nexthop objects (`ip route … nhid N`, as FRR installs them) take the
+//!   objects' next hops, and follow them as they change ([`super::nexthop`]);
 //! - a route none of whose next hops goes through a VIF's tap (a dummy or tunnel inside the
 //!   namespace, `lo`) cannot be forwarded by the data plane: it is not installed, and it is
 //!   counted ([`Mirror::unusable`]) and logged. Packets follow the next covering route, as
@@ -361,6 +366,11 @@ impl Mirror {
         (self.v4.routes.len(), self.v6.routes.len())
     }
 
+    /// Nexthop objects held.
+    pub fn nexthop_objects(&self) -> usize {
+        self.nexthops.len()
+    }
+
     /// Prefixes whose routes the data plane cannot forward (no next hop on a VIF, or a kind
     /// it has no action for).
     pub fn unusable(&self) -> usize {
@@ -416,6 +426,9 @@ impl Mirror {
                     self.all_dirty = true;
                     self.dirty_neigh_of(index);
                 }
+                if old.as_ref().is_some_and(|o| o.up) && !up {
+                    self.link_down(index, false);
+                }
             }
             Event::DelLink { index, name } => {
                 if let Some(old) = self.links.remove(&index) {
@@ -428,6 +441,7 @@ impl Mirror {
                 } else if let Some(&vif) = self.vif_names.get(&name) {
                     self.link_changes.push(LinkChange::TapGone { vif, name });
                 }
+                self.link_down(index, true);
                 self.all_dirty = true;
                 // The kernel flushes its neighbours on the link; do not rely on seeing each.
                 self.neigh.retain(|k, _| k.0 != index);
@@ -488,6 +502,69 @@ impl Mirror {
                     }
                 }
             }
+        }
+    }
+
+    /// Link `index` went down (`deleted`: went away). What the kernel then deletes without a
+    /// message, the mirror deletes too (it announces IPv6 routes' deletions itself):
+    /// - every IPv4 route all of whose next hops go through the link — any of them when it
+    ///   was deleted (`fib_sync_down_dev`); a multipath route with a member elsewhere stays,
+    ///   the member through the link left out while it is down;
+    /// - every nexthop object through it, taken out of the groups that held it, with the
+    ///   groups left empty and the routes that used any of them (`nexthop_flush_dev`).
+    ///
+    /// Seen with `ip monitor` on 6.18: after a link flap such routes are gone for good.
+    fn link_down(&mut self, index: u32, deleted: bool) {
+        let through = |k: &KRoute| {
+            let on = |h: &Hop| h.oif == index;
+            k.nh.is_none()
+                && !k.hops.is_empty()
+                && if deleted {
+                    k.hops.iter().any(on)
+                } else {
+                    k.hops.iter().all(on)
+                }
+        };
+        let v4 = &mut self.v4;
+        v4.routes.retain(|p, list| {
+            let before = list.len();
+            list.retain(|k| !through(k));
+            if list.len() != before {
+                v4.dirty.insert(*p);
+            }
+            !list.is_empty()
+        });
+        let gone: Vec<u32> = (self.nexthops.iter())
+            .filter(|(_, d)| matches!(d, NhDef::One(h) if h.oif == index))
+            .map(|(&id, _)| id)
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let mut emptied = Vec::new();
+        let mut shrunk = Vec::new();
+        for (&g, def) in self.nexthops.iter_mut() {
+            let (NhDef::Group(m) | NhDef::Resilient(m, _)) = def else {
+                continue;
+            };
+            let n = m.len();
+            m.retain(|(id, _)| !gone.contains(id));
+            if m.is_empty() {
+                emptied.push(g);
+            } else if m.len() != n {
+                shrunk.push(g);
+            }
+        }
+        for id in gone.into_iter().chain(emptied) {
+            self.event(Event::DelNexthop { id });
+        }
+        for g in shrunk {
+            if let Some(NhDef::Resilient(m, n)) = self.nexthops.get(&g) {
+                let old = self.res.get(&g).map(Vec::as_slice);
+                let table = rebalance(old, m, usize::from(*n));
+                self.res.insert(g, table);
+            }
+            self.nexthop_changed(g);
         }
     }
 

@@ -86,6 +86,8 @@ pub struct SyncStats {
     pub kernel_routes4: AtomicU64,
     /// Main-table prefixes in the kernel (IPv6), now.
     pub kernel_routes6: AtomicU64,
+    /// Nexthop objects in the kernel (`ip nexthop`: FRR's groups and their members), now.
+    pub nexthop_objects: AtomicU64,
     /// How long the last full sync took, µs.
     pub last_full_sync_us: AtomicU64,
     /// The first dump has been applied.
@@ -388,6 +390,8 @@ impl Thread {
         let (k4, k6) = self.mirror.kernel_routes();
         s.kernel_routes4.store(k4 as u64, Ordering::Relaxed);
         s.kernel_routes6.store(k6 as u64, Ordering::Relaxed);
+        let nh = self.mirror.nexthop_objects() as u64;
+        s.nexthop_objects.store(nh, Ordering::Relaxed);
         let unusable = self.mirror.unusable() as u64;
         let before = s.unusable_routes.swap(unusable, Ordering::Relaxed);
         if a.new_unusable > 0 {

@@ -707,8 +707,9 @@ fn rebalance_moves_only_the_buckets_it_must() {
 }
 
 /// Through the mirror: a route through a resilient group gets its table in the FIB; when
-/// a member is deleted, or its tap goes down, only that member's buckets move, and they come
-/// back when the tap does.
+/// a member's tap goes down (the kernel deletes the member, silently), or a member is
+/// deleted, only that member's buckets move; a member whose tap is up but who cannot be
+/// used (flagged dead) lends its buckets and gets them back.
 #[test]
 fn resilient_groups_reach_the_fib_and_keep_their_buckets() {
     let (_dp, vr) = vr();
@@ -738,31 +739,59 @@ fn resilient_groups_reach_the_fib_and_keep_their_buckets() {
         [via("10.0.0.2", 0), via("10.1.0.2", 1), via("10.0.0.3", 0)]
     );
     let before = paths(&vr);
-    // Tap b down: member 2's buckets go to the others, nothing else moves.
-    m.event(Event::Link {
-        index: B,
-        name: "b".into(),
-        up: false,
-        mtu: 1500,
+    let moved_only_from = |before: &[NextHop], after: &[NextHop], from: NextHop| {
+        for (b, (was, now)) in before.iter().zip(after).enumerate() {
+            assert!(
+                *was == from && *now != from || was == now,
+                "bucket {b}: {was:?} → {now:?}"
+            );
+        }
+    };
+    // Member 2 flagged dead: its buckets go to the others, nothing else moves; back alive,
+    // exactly as before.
+    let mut dead = hop(Some("10.1.0.2"), B);
+    dead.dead = true;
+    m.event(Event::Nexthop {
+        id: 2,
+        def: NhDef::One(dead),
     });
     m.apply(&vr);
-    let down = paths(&vr);
-    for (b, (was, now)) in before.iter().zip(&down).enumerate() {
-        assert!(
-            *was == via("10.1.0.2", 1) && *now != *was || was == now,
-            "bucket {b}: {was:?} → {now:?}"
-        );
-    }
-    assert!(!down.contains(&via("10.1.0.2", 1)));
-    // Back up: exactly as before.
-    m.event(Event::Link {
-        index: B,
-        name: "b".into(),
-        up: true,
-        mtu: 1500,
+    moved_only_from(&before, &paths(&vr), via("10.1.0.2", 1));
+    m.event(Event::Nexthop {
+        id: 2,
+        def: one("10.1.0.2", B),
     });
     m.apply(&vr);
     assert_eq!(paths(&vr), before);
+    // Tap b down: the kernel deletes member 2 and takes it out of the group without a
+    // message; only its buckets move, and they stay moved when the tap comes back up (the
+    // object is gone until someone adds it again).
+    for up in [false, true] {
+        m.event(Event::Link {
+            index: B,
+            name: "b".into(),
+            up,
+            mtu: 1500,
+        });
+        m.apply(&vr);
+        let now = paths(&vr);
+        moved_only_from(&before, &now, via("10.1.0.2", 1));
+        assert!(!now.contains(&via("10.1.0.2", 1)));
+    }
+    // Added again (as a routing daemon would): member 2 takes back its share, a third.
+    m.event(Event::Nexthop {
+        id: 2,
+        def: one("10.1.0.2", B),
+    });
+    m.event(Event::Nexthop {
+        id: 20,
+        def: NhDef::Resilient(vec![(1, 1), (2, 1), (3, 1)], 32),
+    });
+    m.apply(&vr);
+    let again = paths(&vr);
+    let twos = again.iter().filter(|h| **h == via("10.1.0.2", 1)).count();
+    assert!((10..=11).contains(&twos), "{twos}");
+    let before = again;
     // Member 3 deleted (the kernel announces the group without it): only its buckets move.
     m.event(Event::DelNexthop { id: 3 });
     m.event(Event::Nexthop {
@@ -829,4 +858,83 @@ fn a_resync_keeps_resilient_buckets() {
         vr.fib4.get(&"192.0.2.0/24".parse().unwrap()).unwrap(),
         before
     );
+}
+
+/// What the kernel deletes without a message when a link goes down, the mirror deletes too:
+/// IPv4 routes all of whose next hops use the link (any of them when the link is deleted),
+/// and nexthop objects through it, out of their groups, with the groups left empty and the
+/// routes that used them. Nothing of it comes back when the link does.
+#[test]
+fn a_link_going_down_deletes_what_the_kernel_deletes_silently() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    m.event(Event::Route(rt(
+        p4("198.51.100.0/24"),
+        0,
+        vec![hop(Some("10.0.0.2"), A)],
+    )));
+    m.event(Event::Route(rt(
+        p4("203.0.113.0/24"),
+        0,
+        vec![hop(Some("10.0.0.2"), A), hop(Some("10.1.0.2"), B)],
+    )));
+    m.event(Event::Route(rt(
+        p6("2001:db8:9::/48"),
+        0,
+        vec![hop(Some("fd00:a::2"), A)],
+    )));
+    m.event(Event::Nexthop {
+        id: 1,
+        def: one("10.0.0.9", A),
+    });
+    m.event(Event::Nexthop {
+        id: 2,
+        def: one("10.1.0.9", B),
+    });
+    m.event(Event::Nexthop {
+        id: 10,
+        def: NhDef::Group(vec![(1, 1), (2, 1)]),
+    });
+    m.event(Event::Nexthop {
+        id: 11,
+        def: NhDef::Group(vec![(1, 1)]),
+    });
+    m.event(Event::Route(rt_nh(p4("192.0.2.0/24"), 10)));
+    m.event(Event::Route(rt_nh(p4("192.0.3.0/24"), 11)));
+    m.event(Event::Route(rt_nh(p4("192.0.4.0/24"), 1)));
+    m.apply(&vr);
+    assert_eq!(m.nexthop_objects(), 4);
+    for up in [false, true] {
+        m.event(Event::Link {
+            index: A,
+            name: "a".into(),
+            up,
+            mtu: 1500,
+        });
+        m.apply(&vr);
+        assert_eq!(get4(&vr, "198.51.100.0/24"), None, "up {up}");
+        assert_eq!(get4(&vr, "192.0.3.0/24"), None, "up {up}");
+        assert_eq!(get4(&vr, "192.0.4.0/24"), None, "up {up}");
+        assert_eq!(get4(&vr, "192.0.2.0/24"), Some(vec![via("10.1.0.9", 1)]));
+        assert_eq!(m.nexthop_objects(), 2, "2 and the group of 2 are left");
+    }
+    // IPv6 announces its own deletions: the mirror waits for them.
+    assert_eq!(
+        get6(&vr, "2001:db8:9::/48"),
+        Some(vec![via("fd00:a::2", 0)])
+    );
+    // The multipath route stays, whole again with a back up.
+    assert_eq!(
+        get4(&vr, "203.0.113.0/24"),
+        Some(vec![via("10.0.0.2", 0), via("10.1.0.2", 1)])
+    );
+    // Deleted, b takes every IPv4 route with a next hop through it.
+    m.event(Event::DelLink {
+        index: B,
+        name: "b".into(),
+    });
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "203.0.113.0/24"), None);
+    assert_eq!(get4(&vr, "192.0.2.0/24"), None);
+    assert_eq!(m.nexthop_objects(), 0);
 }
