@@ -12,8 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Daemon, wait, wait_explained};
-use serde_json::Value;
+use common::{Daemon, ping_from, wait, wait_explained};
 use vrhost_lab::{Netns, offload, require_root, veth};
 
 /// Whether BIRD 2 is installed (`.ci/run` installs Debian's `bird2`). Under `CI=true` its
@@ -23,13 +22,7 @@ fn have_bird() -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("BIRD version 2"));
-    if !ok {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("BIRD 2 is not installed (apt-get install bird2)");
-        }
-        eprintln!("skipping: BIRD 2 is not installed");
-    }
-    ok
+    common::installed("BIRD 2", ok, "apt-get install bird2")
 }
 
 /// A BIRD running in a namespace, killed on drop.
@@ -91,20 +84,8 @@ impl Drop for Bird {
     }
 }
 
-fn ctl_json(d: &Daemon, args: &[&str]) -> Value {
-    let mut full = vec!["--json"];
-    full.extend_from_slice(args);
-    let out = d.ctl(&full);
-    assert!(
-        out.status.success(),
-        "vrhost ctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn has_route(d: &Daemon, vr: &str, prefix: &str, hop: &str) -> bool {
-    ctl_json(d, &["routes", vr, "--family", "4"])["routes"]
+    d.ctl_json(&["routes", vr, "--family", "4"])["routes"]
         .as_array()
         .unwrap()
         .iter()
@@ -113,17 +94,8 @@ fn has_route(d: &Daemon, vr: &str, prefix: &str, hop: &str) -> bool {
         })
 }
 
-fn ping(ns: &Netns, dst: &str, count: u32) -> u32 {
-    let c = count.to_string();
-    let out = ns
-        .command(&["ping", "-n", "-q", "-c", &c, "-i", "0.1", "-W", "1", dst])
-        .output()
-        .unwrap();
-    common::parse_ping(&String::from_utf8_lossy(&out.stdout)).1
-}
-
 fn vr_routes(d: &Daemon, vr: &str) -> (u64, u64) {
-    let v = ctl_json(d, &["vrs"]);
+    let v = d.ctl_json(&["vrs"]);
     let r = v["vrs"]
         .as_array()
         .unwrap()
@@ -210,7 +182,7 @@ fn ospf_between_two_vrs_through_vrhost_ports() {
     }
     let d = Daemon::start_in(&router, &prefix, &text);
     let ns_of = |vr: &str| {
-        ctl_json(&d, &["show", vr])["netns"]
+        d.ctl_json(&["show", vr])["netns"]
             .as_str()
             .unwrap()
             .to_string()
@@ -232,15 +204,15 @@ fn ospf_between_two_vrs_through_vrhost_ports() {
     eprintln!("OSPF converged into the data plane in {took:?}");
     // Host to host through both VRs' data planes (neighbours resolved through the
     // namespaces on the way).
-    assert!(ping(&ha, "10.2.0.2", 10) >= 9, "host A → host B");
-    assert!(ping(&hb, "10.1.0.2", 10) >= 9, "host B → host A");
+    assert!(ping_from(&ha, "10.2.0.2", 10) >= 9, "host A → host B");
+    assert!(ping_from(&hb, "10.1.0.2", 10) >= 9, "host B → host A");
     let text = String::from_utf8_lossy(&d.ctl(&["routes", "x"]).stdout).to_string();
     assert!(
         text.contains("10.2.0.0/24") && text.contains("via 10.9.0.2 dev t"),
         "{text}"
     );
     for vr in ["x", "y"] {
-        let s = ctl_json(&d, &["show", vr]);
+        let s = d.ctl_json(&["show", vr]);
         assert_eq!(s["state"], "up", "{s}");
         assert!(s["counters"]["tx_packets"].as_u64().unwrap() >= 18, "{s}");
     }
@@ -293,7 +265,7 @@ addresses = ["10.3.0.1/24", "fd00:3::1/64"]
     );
     let d = Daemon::start_in(&router, &prefix, &text);
     let base = vr_routes(&d, "z");
-    let ns = ctl_json(&d, &["show", "z"])["netns"]
+    let ns = d.ctl_json(&["show", "z"])["netns"]
         .as_str()
         .unwrap()
         .to_string();
@@ -353,14 +325,14 @@ protocol bgp down6 {
             format!(
                 "routes now {:?} (base {base:?})\nstatus: {}\nVR: {}",
                 vr_routes(&d, "z"),
-                ctl_json(&d, &["status"]),
-                ctl_json(&d, &["show", "z"])
+                d.ctl_json(&["status"]),
+                d.ctl_json(&["show", "z"])
             )
         },
     );
     eprintln!("100k IPv4 + 20k IPv6 BGP routes in the FIB {took:?} after the feed started");
     assert!(has_route(&d, "z", "100.1.134.0/24", "via 10.3.0.2 dev a"));
-    let s = ctl_json(&d, &["show", "z"]);
+    let s = d.ctl_json(&["show", "z"]);
     assert_eq!(s["sync"]["unusable_routes"], 0, "{s}");
     // The data plane holds what the namespace's kernel holds: its main table plus the
     // local routes of the VR's addresses (10.3.0.1, 10.3.0.255; fd00:3::1 and the tap's

@@ -5,24 +5,12 @@
 mod common;
 
 use common::{Daemon, config, ping, wait};
-use serde_json::{Value, json};
+use serde_json::json;
 use vrhost_lab::{Lab, LabSpec, Side, require_root};
 
 fn lab(vrs: u32) -> Option<Lab> {
     require_root("vrhost control-plane test")
         .then(|| Lab::up(&LabSpec::unique("cp").vrs(vrs)).unwrap())
-}
-
-fn ctl_json(d: &Daemon, args: &[&str]) -> Value {
-    let mut full = vec!["--json"];
-    full.extend_from_slice(args);
-    let out = d.ctl(&full);
-    assert!(
-        out.status.success(),
-        "vrhost ctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn ctl_text(d: &Daemon, args: &[&str]) -> String {
@@ -36,7 +24,7 @@ fn ctl_text(d: &Daemon, args: &[&str]) -> String {
 }
 
 fn has_route(d: &Daemon, vr: &str, prefix: &str, hop: &str) -> bool {
-    ctl_json(d, &["routes", vr]).get("routes").is_some_and(|r| {
+    d.ctl_json(&["routes", vr]).get("routes").is_some_and(|r| {
         r.as_array().unwrap().iter().any(|r| {
             r["prefix"] == prefix && r["nexthops"].as_array().unwrap().contains(&json!(hop))
         })
@@ -143,19 +131,19 @@ fn routes_set_inside_a_vr_are_forwarded_and_shown_by_ctl() {
     ]);
     assert!(out.status.success());
     wait("neighbour in the data plane", 10, || {
-        ctl_json(&d, &["neigh", "vr0"])["neighbours"]
+        d.ctl_json(&["neigh", "vr0"])["neighbours"]
             .as_array()
             .unwrap()
             .iter()
             .any(|n| n["address"] == "10.0.1.77" && n["mac"] == "02:00:00:00:00:77")
     });
-    let show = ctl_json(&d, &["show", "vr0"]);
+    let show = d.ctl_json(&["show", "vr0"]);
     assert_eq!(show["state"], "up", "{show}");
     assert!(
         show["sync"]["route_updates"].as_u64().unwrap() >= 2,
         "{show}"
     );
-    let vrs = ctl_json(&d, &["vrs"]);
+    let vrs = d.ctl_json(&["vrs"]);
     assert_eq!(vrs["vrs"][0]["name"], "vr0");
     let text = ctl_text(&d, &["show", "vr0"]);
     assert!(
@@ -182,7 +170,7 @@ fn a_neighbour_unknown_to_the_data_plane_is_resolved_through_the_namespace() {
     assert!(got >= 4, "IPv4: {got}/5");
     let (_, got) = ping(&lab, 0, &b6, 5, "0.1");
     assert!(got >= 4, "IPv6: {got}/5");
-    let n = ctl_json(&d, &["neigh", "vr0"]);
+    let n = d.ctl_json(&["neigh", "vr0"]);
     let addrs: Vec<&str> = n["neighbours"]
         .as_array()
         .unwrap()
@@ -191,7 +179,7 @@ fn a_neighbour_unknown_to_the_data_plane_is_resolved_through_the_namespace() {
         .collect();
     assert!(addrs.contains(&b4.as_str()), "{addrs:?}");
     assert!(addrs.contains(&b6.as_str()), "{addrs:?}");
-    let show = ctl_json(&d, &["show", "vr0"]);
+    let show = d.ctl_json(&["show", "vr0"]);
     assert!(
         show["counters"]["neigh_miss"].as_u64().unwrap() >= 1,
         "{show}"
@@ -199,7 +187,7 @@ fn a_neighbour_unknown_to_the_data_plane_is_resolved_through_the_namespace() {
     // Later packets are forwarded by the data plane, not punted.
     let punted = show["counters"]["punted"].as_u64().unwrap();
     assert_eq!(ping(&lab, 0, &b4, 20, "0.02"), (20, 20));
-    let show = ctl_json(&d, &["show", "vr0"]);
+    let show = d.ctl_json(&["show", "vr0"]);
     let after = show["counters"]["punted"].as_u64().unwrap();
     assert!(after - punted < 5, "punted {} more", after - punted);
     // Each echo and reply ran as a vector of its own, and each vector's first packet is
@@ -218,9 +206,9 @@ fn a_neighbour_unknown_to_the_data_plane_is_resolved_through_the_namespace() {
     // And over the recent window (from the daemon's first snapshot, taken within about a
     // second of its start, to now): part of those samples, none over the bound.
     wait("a recent window of ingress waits", 10, || {
-        ctl_json(&d, &["show", "vr0"])["ingress_wait"]["recent"].is_object()
+        d.ctl_json(&["show", "vr0"])["ingress_wait"]["recent"].is_object()
     });
-    let show = ctl_json(&d, &["show", "vr0"]);
+    let show = d.ctl_json(&["show", "vr0"]);
     let (w, r) = (&show["ingress_wait"], &show["ingress_wait"]["recent"]);
     let span = r["window_s"].as_f64().unwrap();
     assert!(span > 0.0 && span < 80.0, "{r}");
@@ -244,7 +232,7 @@ fn vrs_are_added_and_removed_at_run_time() {
     assert!(msg.contains("added vr1"), "{msg}");
     let b1 = lab.vr(1).b.addrs.host4.to_string();
     assert_eq!(ping(&lab, 1, &b1, 3, "0.05"), (3, 3));
-    let ns = ctl_json(&d, &["vrs"])["vrs"][1]["netns"]
+    let ns = d.ctl_json(&["vrs"])["vrs"][1]["netns"]
         .as_str()
         .unwrap()
         .to_string();
@@ -302,12 +290,12 @@ fn a_flood_at_a_routers_own_address_is_policed_and_others_forward() {
     let b1 = lab.vr(1).b.addrs.host4.to_string();
     assert_eq!(ping(&lab, 1, &b1, 20, "0.02"), (20, 20));
     wait("policer drops", 20, || {
-        ctl_json(&d, &["show", "vr0"])["counters"]["punt_policed"]
+        d.ctl_json(&["show", "vr0"])["counters"]["punt_policed"]
             .as_u64()
             .unwrap()
             > 100
     });
-    let show = ctl_json(&d, &["show", "vr0"]);
+    let show = d.ctl_json(&["show", "vr0"]);
     assert_eq!(show["punt_rate"], 200);
     assert!(
         show["drops"]["punt-policed"].as_u64().unwrap() > 100,
@@ -319,7 +307,7 @@ fn a_flood_at_a_routers_own_address_is_policed_and_others_forward() {
 fn a_tap_or_namespace_removed_by_hand_degrades_only_its_vr() {
     let Some(lab) = lab(2) else { return };
     let d = Daemon::start(&lab, &config(&lab, "auto", &[0, 1]));
-    let ns0 = ctl_json(&d, &["show", "vr0"])["netns"]
+    let ns0 = d.ctl_json(&["show", "vr0"])["netns"]
         .as_str()
         .unwrap()
         .to_string();
@@ -339,13 +327,13 @@ fn a_tap_or_namespace_removed_by_hand_degrades_only_its_vr() {
     ]);
     assert!(out.status.success());
     wait("unusable route counted", 10, || {
-        ctl_json(&d, &["show", "vr0"])["sync"]["unusable_routes"] == 1
+        d.ctl_json(&["show", "vr0"])["sync"]["unusable_routes"] == 1
     });
     // The tap of vr0's side-A VIF deleted by hand: noticed, made again with its addresses,
     // neighbours and routes; vr0 forwards again.
     vrhost_lab::ip(&["-n", &ns0, "link", "del", "dev", "a"]).unwrap();
     wait("tap made again", 10, || {
-        let s = ctl_json(&d, &["show", "vr0"]);
+        let s = d.ctl_json(&["show", "vr0"]);
         s["counters"]["taps_recreated"] == 1 && s["state"] == "up"
     });
     wait("forwarding through the rebuilt VIF", 10, || {
@@ -354,7 +342,7 @@ fn a_tap_or_namespace_removed_by_hand_degrades_only_its_vr() {
     // Its namespace deleted from outside.
     vrhost_lab::ip(&["netns", "del", &ns0]).unwrap();
     wait("namespace loss reported", 10, || {
-        ctl_json(&d, &["show", "vr0"])["problems"]
+        d.ctl_json(&["show", "vr0"])["problems"]
             .as_array()
             .unwrap()
             .iter()
@@ -363,7 +351,7 @@ fn a_tap_or_namespace_removed_by_hand_degrades_only_its_vr() {
     // vr0's data plane still forwards with what it had; vr1 is untouched.
     assert_eq!(ping(&lab, 0, &b0, 3, "0.05"), (3, 3));
     assert_eq!(ping(&lab, 1, &b1, 3, "0.05"), (3, 3));
-    assert_eq!(ctl_json(&d, &["show", "vr1"])["state"], "up");
+    assert_eq!(d.ctl_json(&["show", "vr1"])["state"], "up");
     let text = ctl_text(&d, &["vrs"]);
     assert!(text.contains("degraded"), "{text}");
     // Removing and adding vr0 again (a reload of the same file after removal) rebuilds it.
@@ -371,7 +359,7 @@ fn a_tap_or_namespace_removed_by_hand_degrades_only_its_vr() {
     let msg = ctl_text(&d, &["reload"]);
     assert!(msg.contains("1 VRs added"), "{msg}");
     wait("vr0 rebuilt", 10, || {
-        ctl_json(&d, &["show", "vr0"])["state"] == "up"
+        d.ctl_json(&["show", "vr0"])["state"] == "up"
     });
     assert_eq!(ping(&lab, 0, &b0, 3, "0.05"), (3, 3));
 }
@@ -412,7 +400,7 @@ fn the_quickpath_carries_established_flows_and_follows_route_changes() {
     };
     let host = format!("{far}/32");
     let has_host_route = || {
-        ctl_json(&d, &["routes", "vr0"])
+        d.ctl_json(&["routes", "vr0"])
             .get("routes")
             .is_some_and(|r| r.as_array().unwrap().iter().any(|r| r["prefix"] == host))
     };
@@ -450,7 +438,7 @@ fn the_quickpath_carries_established_flows_and_follows_route_changes() {
     // And an IPv6 route change reaches it as an IPv4 one does.
     let host6 = format!("{b6}/128");
     let has_host6_route = || {
-        ctl_json(&d, &["routes", "vr0"])
+        d.ctl_json(&["routes", "vr0"])
             .get("routes")
             .is_some_and(|r| r.as_array().unwrap().iter().any(|r| r["prefix"] == host6))
     };

@@ -12,8 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Daemon, wait};
-use serde_json::Value;
+use common::{Daemon, ping_from, wait};
 use vrhost_lab::{Netns, require_root, veth};
 
 const DAEMONS: &str = "/usr/lib/frr";
@@ -24,13 +23,7 @@ fn have_frr() -> bool {
     let ok = PathBuf::from(DAEMONS).join("zebra").exists()
         && PathBuf::from(DAEMONS).join("staticd").exists()
         && Command::new("vtysh").arg("--version").output().is_ok();
-    if !ok {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("FRR is not installed (apt-get install frr)");
-        }
-        eprintln!("skipping: FRR is not installed");
-    }
-    ok
+    common::installed("FRR", ok, "apt-get install frr")
 }
 
 /// zebra and staticd in one namespace, with their files in a directory of their own; killed
@@ -141,21 +134,9 @@ impl Drop for Frr {
     }
 }
 
-fn ctl_json(d: &Daemon, args: &[&str]) -> Value {
-    let mut full = vec!["--json"];
-    full.extend_from_slice(args);
-    let out = d.ctl(&full);
-    assert!(
-        out.status.success(),
-        "vrhost ctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// The next hops `ctl routes` shows for `prefix` in VR `vr`, sorted.
 fn hops(d: &Daemon, vr: &str, prefix: &str) -> Vec<String> {
-    let v = ctl_json(d, &["routes", vr, "--family", "4"]);
+    let v = d.ctl_json(&["routes", vr, "--family", "4"]);
     let mut h: Vec<String> = v["routes"]
         .as_array()
         .unwrap()
@@ -166,15 +147,6 @@ fn hops(d: &Daemon, vr: &str, prefix: &str) -> Vec<String> {
         .collect();
     h.sort();
     h
-}
-
-fn ping(ns: &Netns, dst: &str, count: u32) -> u32 {
-    let c = count.to_string();
-    let out = ns
-        .command(&["ping", "-n", "-q", "-c", &c, "-i", "0.1", "-W", "1", dst])
-        .output()
-        .unwrap();
-    common::parse_ping(&String::from_utf8_lossy(&out.stdout)).1
 }
 
 /// ```text
@@ -233,7 +205,7 @@ addresses = ["10.2.0.1/24"]
 "#
     );
     let d = Daemon::start_in(&router, &prefix, &text);
-    let ns = ctl_json(&d, &["show", "x"])["netns"]
+    let ns = d.ctl_json(&["show", "x"])["netns"]
         .as_str()
         .unwrap()
         .to_string();
@@ -263,7 +235,10 @@ addresses = ["10.2.0.1/24"]
         "not through a nexthop object: {kernel}"
     );
     // Host A to 203.0.113.1 (on host B) through the route FRR made, and back.
-    assert!(ping(&ha, "203.0.113.1", 10) >= 9, "host A → 203.0.113.1");
+    assert!(
+        ping_from(&ha, "203.0.113.1", 10) >= 9,
+        "host A → 203.0.113.1"
+    );
     // FRR drops one member of the ECMP route: the FIB follows.
     frr.vtysh(&["configure terminal", "no ip route 198.51.100.0/24 10.1.0.2"]);
     wait("one member left", 30, || {
@@ -274,6 +249,6 @@ addresses = ["10.2.0.1/24"]
     wait("route gone", 30, || {
         hops(&d, "x", "198.51.100.0/24").is_empty()
     });
-    let s = ctl_json(&d, &["show", "x"]);
+    let s = d.ctl_json(&["show", "x"]);
     assert_eq!(s["state"], "up", "{s}");
 }

@@ -138,6 +138,20 @@ impl Rig {
         Some(s.members().collect())
     }
 
+    /// `net.ipv4.nexthop_compat_mode = 0` in the VR's namespace: route messages then carry
+    /// a nexthop object's id alone, no next hop.
+    fn nexthop_compat_off(&self) {
+        let out = self
+            .netns()
+            .exec(&[
+                "sh",
+                "-c",
+                "echo 0 > /proc/sys/net/ipv4/nexthop_compat_mode",
+            ])
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+
     fn r6(&self, p: &str) -> Option<Vec<NextHop>> {
         self.vr
             .fib6
@@ -280,15 +294,7 @@ fn ip_route_and_neigh_in_the_namespace_reach_the_data_plane() {
 fn nexthop_objects_are_followed(compat: bool) {
     let rig = Rig::new(SyncOptions::default());
     if !compat {
-        let out = rig
-            .netns()
-            .exec(&[
-                "sh",
-                "-c",
-                "echo 0 > /proc/sys/net/ipv4/nexthop_compat_mode",
-            ])
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        rig.nexthop_compat_off();
     }
     rig.ip("nexthop add id 1 via 10.0.0.2 dev a");
     rig.ip("nexthop add id 2 via 10.1.0.2 dev b");
@@ -499,15 +505,7 @@ fn overrun_resync_resolves_routes_through_nexthop_objects() {
         rcvbuf: 4096,
         ..SyncOptions::default()
     });
-    let out = rig
-        .netns()
-        .exec(&[
-            "sh",
-            "-c",
-            "echo 0 > /proc/sys/net/ipv4/nexthop_compat_mode",
-        ])
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    rig.nexthop_compat_off();
     let p = |i: u32| format!("{}.{}.{}.0/24", 100 + i / 65536, (i / 256) % 256, i % 256);
     let mut lines = vec![
         "nexthop add id 1 via 10.0.0.2 dev a".to_string(),

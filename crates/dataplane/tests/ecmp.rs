@@ -150,6 +150,15 @@ fn flows_stick_to_one_member_and_spread_evenly() {
     assert_clean(&mut rig);
 }
 
+/// The member (port, neighbour MAC) `set` picks for flow `f` of [`round`], by its hash.
+fn picked(set: &NextHopSet, f: u16) -> (usize, EthernetAddress) {
+    let src = Ipv4Addr::new(10, 0, 0, 2 + (f % 3) as u8);
+    let l3 = udp4(src, FAR, 64, 10_000 + f, 443, b"ecmp");
+    let hop = set.select(vrhost_dataplane::flow::hash_v4(&l3));
+    let i = set.hops().iter().position(|h| h == hop).unwrap();
+    (MEMBERS[i].0, mac(MEMBERS[i].1))
+}
+
 /// A weighted set (5, 1, 1, 1 over [`MEMBERS`]): every flow leaves by the member
 /// `NextHopSet::select` gives its hash, whether the first packet resolved the set or the
 /// adjacency cache answered (the second round), so the first member carries about 5/8 of
@@ -163,18 +172,11 @@ fn weighted_members_carry_flows_in_proportion() {
     let weighted = NextHopSet::weighted(equal.hops().iter().copied().zip([5, 1, 1, 1])).unwrap();
     vr.fib4.insert(prefix, weighted.clone()).unwrap();
     rig.worker.poll();
-    let at = |set: &NextHopSet, f: u16| {
-        let src = Ipv4Addr::new(10, 0, 0, 2 + (f % 3) as u8);
-        let l3 = udp4(src, FAR, 64, 10_000 + f, 443, b"ecmp");
-        let hop = set.select(vrhost_dataplane::flow::hash_v4(&l3));
-        let i = set.hops().iter().position(|h| h == hop).unwrap();
-        (MEMBERS[i].0, mac(MEMBERS[i].1))
-    };
     let first = round(&mut rig);
     assert_eq!(first, round(&mut rig), "a flow changed path");
     let mut per_member = [0usize; 4];
     for (&f, &way) in &first {
-        assert_eq!(way, at(&weighted, f), "flow {f}");
+        assert_eq!(way, picked(&weighted, f), "flow {f}");
         let i = MEMBERS.iter().position(|m| (m.0, mac(m.1)) == way).unwrap();
         per_member[i] += 1;
     }
@@ -191,7 +193,7 @@ fn weighted_members_carry_flows_in_proportion() {
     rig.worker.poll();
     let back = round(&mut rig);
     for (&f, &way) in &back {
-        assert_eq!(way, at(&equal, f), "flow {f}");
+        assert_eq!(way, picked(&equal, f), "flow {f}");
     }
     // The regions that overlap keep their flows: member 0's first quarter and member 3's
     // last eighth, 3/8 of the flows.
@@ -217,17 +219,10 @@ fn a_resilient_set_moves_only_a_removed_members_flows() {
     let set = NextHopSet::resilient(hops.clone(), table.clone()).unwrap();
     vr.fib4.insert(prefix, set.clone()).unwrap();
     rig.worker.poll();
-    let way = |set: &NextHopSet, f: u16| {
-        let src = Ipv4Addr::new(10, 0, 0, 2 + (f % 3) as u8);
-        let l3 = udp4(src, FAR, 64, 10_000 + f, 443, b"ecmp");
-        let hop = set.select(vrhost_dataplane::flow::hash_v4(&l3));
-        let i = set.hops().iter().position(|h| h == hop).unwrap();
-        (MEMBERS[i].0, mac(MEMBERS[i].1))
-    };
     let first = round(&mut rig);
     assert_eq!(first, round(&mut rig), "a flow changed path");
     for (&f, &w) in &first {
-        assert_eq!(w, way(&set, f), "flow {f}");
+        assert_eq!(w, picked(&set, f), "flow {f}");
     }
     // Member 3 out: its buckets go to 0, 1, 2 in turn; the set keeps its other buckets.
     let mut turn = 0u8;
@@ -249,7 +244,7 @@ fn a_resilient_set_moves_only_a_removed_members_flows() {
     let gone = (MEMBERS[3].0, mac(MEMBERS[3].1));
     let (mut moved, mut carried) = (0, 0);
     for (&f, &w) in &after {
-        assert_eq!(w, way(&set3, f), "flow {f}");
+        assert_eq!(w, picked(&set3, f), "flow {f}");
         if first[&f] == gone {
             carried += 1;
             moved += usize::from(w != gone);

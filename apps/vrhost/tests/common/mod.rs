@@ -159,6 +159,19 @@ impl Daemon {
             .unwrap()
     }
 
+    /// `vrhost ctl --json ARGS`, which must succeed.
+    pub fn ctl_json(&self, args: &[&str]) -> Value {
+        let mut full = vec!["--json"];
+        full.extend_from_slice(args);
+        let out = self.ctl(&full);
+        assert!(
+            out.status.success(),
+            "vrhost ctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
     /// `ctl status` as JSON.
     pub fn status(&self) -> Value {
         self.try_ctl(&["status"])
@@ -267,6 +280,29 @@ pub fn ping(lab: &Lab, vr: u32, dst: &str, count: u32, interval: &str) -> (u32, 
         .output()
         .unwrap();
     parse_ping(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `count` pings from namespace `ns` to `dst`, 0.1 s apart; how many were answered.
+pub fn ping_from(ns: &Netns, dst: &str, count: u32) -> u32 {
+    let c = count.to_string();
+    let out = ns
+        .command(&["ping", "-n", "-q", "-c", &c, "-i", "0.1", "-W", "1", dst])
+        .output()
+        .unwrap();
+    parse_ping(&String::from_utf8_lossy(&out.stdout)).1
+}
+
+/// Whether a tool a test needs is installed (`ok`, found by the caller): under `CI=true`
+/// its absence fails the test (`.ci/run` installs it: `install` says how); elsewhere the
+/// test is skipped, and says so.
+pub fn installed(what: &str, ok: bool, install: &str) -> bool {
+    if !ok {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{what} is not installed ({install})");
+        }
+        eprintln!("skipping: {what} is not installed");
+    }
+    ok
 }
 
 /// (transmitted, received) from ping's summary line.
