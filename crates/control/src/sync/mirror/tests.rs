@@ -459,6 +459,11 @@ fn weights4(vr: &Vr, p: &str) -> Option<Vec<(NextHop, u16)>> {
     Some(s.members().collect())
 }
 
+/// `RTM_NEWNEXTHOP` for object `id`.
+fn put(m: &mut Mirror, id: u32, def: NhDef) {
+    m.event(Event::Nexthop { id, def });
+}
+
 fn one(gw: &str, oif: u32) -> NhDef {
     NhDef::One(hop(Some(gw), oif))
 }
@@ -471,18 +476,9 @@ fn one(gw: &str, oif: u32) -> NhDef {
 fn routes_follow_their_nexthop_objects() {
     let (_dp, vr) = vr();
     let mut m = mirror();
-    m.event(Event::Nexthop {
-        id: 1,
-        def: one("10.0.0.2", A),
-    });
-    m.event(Event::Nexthop {
-        id: 2,
-        def: one("10.1.0.2", B),
-    });
-    m.event(Event::Nexthop {
-        id: 10,
-        def: NhDef::Group(vec![(1, 3), (2, 1)]),
-    });
+    put(&mut m, 1, one("10.0.0.2", A));
+    put(&mut m, 2, one("10.1.0.2", B));
+    put(&mut m, 10, NhDef::Group(vec![(1, 3), (2, 1)]));
     m.event(Event::Route(rt_nh(p4("192.0.2.0/24"), 10)));
     m.event(Event::Route(rt_nh(p4("198.51.100.0/24"), 1)));
     m.event(Event::Route(rt_nh(p6("2001:db8:1::/48"), 10)));
@@ -498,10 +494,7 @@ fn routes_follow_their_nexthop_objects() {
     );
 
     // `ip nexthop replace id 1 via 10.0.0.3`: both routes that use it, the group's too.
-    m.event(Event::Nexthop {
-        id: 1,
-        def: one("10.0.0.3", A),
-    });
+    put(&mut m, 1, one("10.0.0.3", A));
     let n = m.apply(&vr).routes;
     assert_eq!(n, 3, "the three prefixes that use object 1");
     assert_eq!(get4(&vr, "198.51.100.0/24"), Some(vec![via("10.0.0.3", 0)]));
@@ -510,10 +503,7 @@ fn routes_follow_their_nexthop_objects() {
         Some(vec![(via("10.0.0.3", 0), 3), (via("10.1.0.2", 1), 1)])
     );
     // Reweighted.
-    m.event(Event::Nexthop {
-        id: 10,
-        def: NhDef::Group(vec![(1, 1), (2, 5)]),
-    });
+    put(&mut m, 10, NhDef::Group(vec![(1, 1), (2, 5)]));
     m.apply(&vr);
     assert_eq!(
         weights4(&vr, "192.0.2.0/24"),
@@ -522,10 +512,7 @@ fn routes_follow_their_nexthop_objects() {
 
     // `ip nexthop del id 2`: the kernel deletes it and announces the group without it.
     m.event(Event::DelNexthop { id: 2 });
-    m.event(Event::Nexthop {
-        id: 10,
-        def: NhDef::Group(vec![(1, 1)]),
-    });
+    put(&mut m, 10, NhDef::Group(vec![(1, 1)]));
     m.apply(&vr);
     assert_eq!(get4(&vr, "192.0.2.0/24"), Some(vec![via("10.0.0.3", 0)]));
     assert_eq!(get6(&vr, "2001:db8:1::/48"), Some(vec![via("10.0.0.3", 0)]));
@@ -549,10 +536,7 @@ fn routes_follow_their_nexthop_objects() {
 fn nexthop_objects_of_every_kind() {
     let (_dp, vr) = vr();
     let mut m = mirror();
-    m.event(Event::Nexthop {
-        id: 5,
-        def: NhDef::Blackhole,
-    });
+    put(&mut m, 5, NhDef::Blackhole);
     m.event(Event::Route(RouteMsg {
         kind: RouteKind::Blackhole,
         ..rt_nh(p4("10.99.0.0/16"), 5)
@@ -560,34 +544,20 @@ fn nexthop_objects_of_every_kind() {
     m.apply(&vr);
     assert_eq!(get4(&vr, "10.99.0.0/16"), Some(vec![NextHop::Drop]));
     // The object becomes a next hop: the route forwards (compat mode off sends no route).
-    m.event(Event::Nexthop {
-        id: 5,
-        def: one("10.1.0.9", B),
-    });
+    put(&mut m, 5, one("10.1.0.9", B));
     m.apply(&vr);
     assert_eq!(get4(&vr, "10.99.0.0/16"), Some(vec![via("10.1.0.9", 1)]));
 
     // Weights above 256 are scaled into the FIB's range, in proportion.
-    m.event(Event::Nexthop {
-        id: 1,
-        def: one("10.0.0.2", A),
-    });
-    m.event(Event::Nexthop {
-        id: 2,
-        def: one("10.1.0.2", B),
-    });
-    m.event(Event::Nexthop {
-        id: 3,
-        def: NhDef::Other,
-    });
-    m.event(Event::Nexthop {
-        id: 4,
-        def: one("10.9.0.2", DUMMY),
-    });
-    m.event(Event::Nexthop {
-        id: 20,
-        def: NhDef::Group(vec![(1, 1024), (2, 256), (3, 7), (4, 9)]),
-    });
+    put(&mut m, 1, one("10.0.0.2", A));
+    put(&mut m, 2, one("10.1.0.2", B));
+    put(&mut m, 3, NhDef::Other);
+    put(&mut m, 4, one("10.9.0.2", DUMMY));
+    put(
+        &mut m,
+        20,
+        NhDef::Group(vec![(1, 1024), (2, 256), (3, 7), (4, 9)]),
+    );
     m.event(Event::Route(rt_nh(p4("203.0.113.0/24"), 20)));
     m.apply(&vr);
     assert_eq!(
@@ -595,10 +565,7 @@ fn nexthop_objects_of_every_kind() {
         Some(vec![(via("10.0.0.2", 0), 256), (via("10.1.0.2", 1), 64)])
     );
     // A group of nothing forwardable is unusable, as a route off the VIFs is.
-    m.event(Event::Nexthop {
-        id: 21,
-        def: NhDef::Group(vec![(3, 1), (4, 1)]),
-    });
+    put(&mut m, 21, NhDef::Group(vec![(3, 1), (4, 1)]));
     m.event(Event::Route(rt_nh(p4("203.0.114.0/24"), 21)));
     m.apply(&vr);
     assert_eq!(get4(&vr, "203.0.114.0/24"), None);
@@ -611,10 +578,7 @@ fn nexthop_objects_of_every_kind() {
     }));
     m.apply(&vr);
     assert_eq!(get4(&vr, "198.18.0.0/15"), Some(vec![via("10.0.0.7", 0)]));
-    m.event(Event::Nexthop {
-        id: 99,
-        def: one("10.1.0.7", B),
-    });
+    put(&mut m, 99, one("10.1.0.7", B));
     m.apply(&vr);
     assert_eq!(get4(&vr, "198.18.0.0/15"), Some(vec![via("10.1.0.7", 1)]));
 }
@@ -626,19 +590,13 @@ fn nexthop_objects_of_every_kind() {
 fn compat_mode_route_messages_agree_with_the_objects() {
     let (_dp, vr) = vr();
     let mut m = mirror();
-    m.event(Event::Nexthop {
-        id: 1,
-        def: one("fd00:a::2", A),
-    });
+    put(&mut m, 1, one("fd00:a::2", A));
     m.event(Event::Route(RouteMsg {
         hops: vec![hop(Some("fd00:a::2"), A)],
         ..rt_nh(p6("2001:db8:5::/48"), 1)
     }));
     m.apply(&vr);
-    m.event(Event::Nexthop {
-        id: 1,
-        def: one("fd00:b::2", B),
-    });
+    put(&mut m, 1, one("fd00:b::2", B));
     m.event(Event::Route(RouteMsg {
         hops: vec![hop(Some("fd00:b::2"), B)],
         replace: true,
@@ -715,15 +673,13 @@ fn resilient_groups_reach_the_fib_and_keep_their_buckets() {
     let (_dp, vr) = vr();
     let mut m = mirror();
     for (id, gw, oif) in [(1, "10.0.0.2", A), (2, "10.1.0.2", B), (3, "10.0.0.3", A)] {
-        m.event(Event::Nexthop {
-            id,
-            def: one(gw, oif),
-        });
+        put(&mut m, id, one(gw, oif));
     }
-    m.event(Event::Nexthop {
-        id: 20,
-        def: NhDef::Resilient(vec![(1, 1), (2, 1), (3, 1)], 32),
-    });
+    put(
+        &mut m,
+        20,
+        NhDef::Resilient(vec![(1, 1), (2, 1), (3, 1)], 32),
+    );
     m.event(Event::Route(rt_nh(p4("192.0.2.0/24"), 20)));
     m.apply(&vr);
     let set = |vr: &Vr| vr.fib4.get(&"192.0.2.0/24".parse().unwrap()).unwrap();
@@ -751,16 +707,10 @@ fn resilient_groups_reach_the_fib_and_keep_their_buckets() {
     // exactly as before.
     let mut dead = hop(Some("10.1.0.2"), B);
     dead.dead = true;
-    m.event(Event::Nexthop {
-        id: 2,
-        def: NhDef::One(dead),
-    });
+    put(&mut m, 2, NhDef::One(dead));
     m.apply(&vr);
     moved_only_from(&before, &paths(&vr), via("10.1.0.2", 1));
-    m.event(Event::Nexthop {
-        id: 2,
-        def: one("10.1.0.2", B),
-    });
+    put(&mut m, 2, one("10.1.0.2", B));
     m.apply(&vr);
     assert_eq!(paths(&vr), before);
     // Tap b down: the kernel deletes member 2 and takes it out of the group without a
@@ -779,14 +729,12 @@ fn resilient_groups_reach_the_fib_and_keep_their_buckets() {
         assert!(!now.contains(&via("10.1.0.2", 1)));
     }
     // Added again (as a routing daemon would): member 2 takes back its share, a third.
-    m.event(Event::Nexthop {
-        id: 2,
-        def: one("10.1.0.2", B),
-    });
-    m.event(Event::Nexthop {
-        id: 20,
-        def: NhDef::Resilient(vec![(1, 1), (2, 1), (3, 1)], 32),
-    });
+    put(&mut m, 2, one("10.1.0.2", B));
+    put(
+        &mut m,
+        20,
+        NhDef::Resilient(vec![(1, 1), (2, 1), (3, 1)], 32),
+    );
     m.apply(&vr);
     let again = paths(&vr);
     let twos = again.iter().filter(|h| **h == via("10.1.0.2", 1)).count();
@@ -794,10 +742,7 @@ fn resilient_groups_reach_the_fib_and_keep_their_buckets() {
     let before = again;
     // Member 3 deleted (the kernel announces the group without it): only its buckets move.
     m.event(Event::DelNexthop { id: 3 });
-    m.event(Event::Nexthop {
-        id: 20,
-        def: NhDef::Resilient(vec![(1, 1), (2, 1)], 32),
-    });
+    put(&mut m, 20, NhDef::Resilient(vec![(1, 1), (2, 1)], 32));
     m.apply(&vr);
     let after = paths(&vr);
     for (b, (was, now)) in before.iter().zip(&after).enumerate() {
@@ -820,25 +765,16 @@ fn a_resync_keeps_resilient_buckets() {
     let mut m = mirror();
     let objects = |m: &mut Mirror, members: Vec<(u32, u32)>| {
         for (id, gw, oif) in [(1, "10.0.0.2", A), (2, "10.1.0.2", B), (3, "10.0.0.3", A)] {
-            m.event(Event::Nexthop {
-                id,
-                def: one(gw, oif),
-            });
+            put(m, id, one(gw, oif));
         }
-        m.event(Event::Nexthop {
-            id: 20,
-            def: NhDef::Resilient(members, 24),
-        });
+        put(m, 20, NhDef::Resilient(members, 24));
         m.event(Event::Route(rt_nh(p4("192.0.2.0/24"), 20)));
     };
     objects(&mut m, vec![(1, 1), (2, 1), (3, 1)]);
     m.apply(&vr);
     // Member 1 leaves: its buckets (the first eight) go half to 2, half to 3, a table no
     // fresh start would make (that gives 2 the first twelve).
-    m.event(Event::Nexthop {
-        id: 20,
-        def: NhDef::Resilient(vec![(2, 1), (3, 1)], 24),
-    });
+    put(&mut m, 20, NhDef::Resilient(vec![(2, 1), (3, 1)], 24));
     m.apply(&vr);
     let before = vr.fib4.get(&"192.0.2.0/24".parse().unwrap()).unwrap();
     // The resync: everything forgotten, dumped again (links, objects, route), applied.
@@ -883,22 +819,10 @@ fn a_link_going_down_deletes_what_the_kernel_deletes_silently() {
         0,
         vec![hop(Some("fd00:a::2"), A)],
     )));
-    m.event(Event::Nexthop {
-        id: 1,
-        def: one("10.0.0.9", A),
-    });
-    m.event(Event::Nexthop {
-        id: 2,
-        def: one("10.1.0.9", B),
-    });
-    m.event(Event::Nexthop {
-        id: 10,
-        def: NhDef::Group(vec![(1, 1), (2, 1)]),
-    });
-    m.event(Event::Nexthop {
-        id: 11,
-        def: NhDef::Group(vec![(1, 1)]),
-    });
+    put(&mut m, 1, one("10.0.0.9", A));
+    put(&mut m, 2, one("10.1.0.9", B));
+    put(&mut m, 10, NhDef::Group(vec![(1, 1), (2, 1)]));
+    put(&mut m, 11, NhDef::Group(vec![(1, 1)]));
     m.event(Event::Route(rt_nh(p4("192.0.2.0/24"), 10)));
     m.event(Event::Route(rt_nh(p4("192.0.3.0/24"), 11)));
     m.event(Event::Route(rt_nh(p4("192.0.4.0/24"), 1)));
