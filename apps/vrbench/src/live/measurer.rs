@@ -39,6 +39,48 @@ impl std::error::Error for MeasureError {}
 /// Runs of one trial, at most, while the host disturbs them.
 const ATTEMPTS: u32 = 3;
 
+/// Run trial `spec` on `lab` up to `attempts` times while the host disturbs it
+/// ([`TrialResult::host_disturbed`], each disturbed run said on stderr); the least
+/// disturbed counts: undisturbed first, then the one that lost least. Returns it and the
+/// runs made.
+pub(crate) fn least_disturbed_trial(
+    lab: &mut LiveLab,
+    spec: &TrialSpec,
+    stop: &AtomicBool,
+    attempts: u32,
+) -> anyhow::Result<(TrialResult, Runs)> {
+    least_disturbed(attempts, |attempt| {
+        let r = lab.trial(spec, stop)?;
+        let disturbed = r.host_disturbed();
+        if disturbed {
+            eprintln!(
+                "vrbench: at {:.4} Mpps {} frames were lost while the host was busy (the \
+                 generator {}; the hypervisor took {}); {}",
+                spec.rate_pps.unwrap_or(0.0) / 1e6,
+                r.lost,
+                if r.under_offered {
+                    "fell behind"
+                } else {
+                    "kept up"
+                },
+                r.steal.map_or("?".to_string(), |s| format!(
+                    "{:.0} ms from its core and {:.0} ms from the DUT's",
+                    s.generator_ms, s.dut_ms
+                )),
+                if attempt < attempts {
+                    "the trial is run again"
+                } else if attempts > 1 {
+                    "the least disturbed attempt counts"
+                } else {
+                    "--attempts runs it again"
+                }
+            );
+        }
+        let rank = (disturbed, r.lost);
+        Ok((r, rank, !disturbed))
+    })
+}
+
 /// Trials on one lab DUT with fixed weights and frame size (the burst interval follows each
 /// trial's load, see `generator::auto_interval`).
 #[derive(Debug)]
@@ -81,34 +123,8 @@ impl Measurer for LabMeasurer<'_> {
         spec.rate_pps = Some(load);
         spec.duration = duration;
         spec.interval = auto_interval(load);
-        let (r, runs) = least_disturbed(ATTEMPTS, |attempt| {
-            let r = self.lab.trial(&spec, &self.stop).map_err(MeasureError)?;
-            let disturbed = r.host_disturbed();
-            if disturbed {
-                eprintln!(
-                    "vrbench: at {:.4} Mpps {} frames were lost while the host was busy (the \
-                     generator {}; the hypervisor took {}); {}",
-                    load / 1e6,
-                    r.lost,
-                    if r.under_offered {
-                        "fell behind"
-                    } else {
-                        "kept up"
-                    },
-                    r.steal.map_or("?".to_string(), |s| format!(
-                        "{:.0} ms from its core and {:.0} ms from the DUT's",
-                        s.generator_ms, s.dut_ms
-                    )),
-                    if attempt < ATTEMPTS {
-                        "the trial is run again"
-                    } else {
-                        "the least disturbed attempt counts"
-                    }
-                );
-            }
-            let rank = (disturbed, r.lost);
-            Ok((r, rank, !disturbed))
-        })?;
+        let (r, runs) =
+            least_disturbed_trial(self.lab, &spec, &self.stop, ATTEMPTS).map_err(MeasureError)?;
         self.last_runs = runs;
         let trial = Trial {
             offered_load: load,
