@@ -616,3 +616,36 @@ fn a_tap_flap_loses_the_routes_through_it_as_the_kernel_does() {
         rig.r4("203.0.113.0/24").is_some_and(|h| h.len() == 2)
     });
 }
+
+/// A tap's last IPv4 address deleted: the kernel takes IPv4 down on it and deletes the IPv4
+/// routes through it without a message (seen with `ip monitor` on 6.18), the config's too;
+/// the FIB must lose them, and not get them back with the address.
+#[test]
+fn a_taps_last_ipv4_address_gone_takes_its_routes() {
+    if !require_root("netlink sync test") {
+        return;
+    }
+    let rig = Rig::new(SyncOptions::default());
+    rig.ip("route add 198.51.102.0/24 via 10.1.0.2");
+    rig.wait("the route via b", || {
+        rig.r4("198.51.102.0/24") == Some(vec![via("10.1.0.2", 1)])
+    });
+    assert_eq!(rig.r4("192.0.2.0/24"), Some(vec![via("10.1.0.2", 1)]));
+    rig.ip("addr del 10.1.0.1/24 dev b");
+    rig.wait("b's IPv4 routes gone", || {
+        rig.r4("198.51.102.0/24").is_none() && rig.r4("192.0.2.0/24").is_none()
+    });
+    rig.ip("addr add 10.1.0.1/24 dev b");
+    rig.wait("b's subnet back", || {
+        rig.r4("10.1.0.0/24") == Some(vec![NextHop::Attached { ifindex: 1 }])
+    });
+    let out = rig
+        .netns()
+        .ip(&["route", "show", "198.51.102.0/24"])
+        .unwrap();
+    assert!(out.stdout.is_empty(), "the kernel kept it?");
+    assert_eq!(rig.r4("198.51.102.0/24"), None);
+    assert_eq!(rig.r4("192.0.2.0/24"), None);
+    // IPv6 on b is untouched.
+    assert_eq!(rig.r6("2001:db8:ff::/48"), Some(vec![via("fd00:b::2", 1)]));
+}

@@ -22,7 +22,7 @@
 //! - next hops through a tap that is down, or flagged dead, are left out; and when a link
 //!   goes down, what the kernel then deletes without a message — IPv4 routes all of whose
 //!   next hops use it, nexthop objects through it — goes here too, for good
-//!   (`Mirror::link_down`);
+//!   (`Mirror::link_down`); so do its IPv4 routes when its last IPv4 address goes;
 //! - routes through nexthop objects (`ip route … nhid N`, as FRR installs them) take the
 //!   objects' next hops, and follow them as they change ([`super::nexthop`]);
 //! - a route none of whose next hops goes through a VIF's tap (a dummy or tunnel inside the
@@ -509,31 +509,13 @@ impl Mirror {
     /// message, the mirror deletes too (it announces IPv6 routes' deletions itself):
     /// - every IPv4 route all of whose next hops go through the link — any of them when it
     ///   was deleted (`fib_sync_down_dev`); a multipath route with a member elsewhere stays,
-    ///   the member through the link left out while it is down;
+    ///   the member through the link left out while it is down ([`Mirror::flush_v4`]);
     /// - every nexthop object through it, taken out of the groups that held it, with the
     ///   groups left empty and the routes that used any of them (`nexthop_flush_dev`).
     ///
     /// Seen with `ip monitor` on 6.18: after a link flap such routes are gone for good.
     fn link_down(&mut self, index: u32, deleted: bool) {
-        let through = |k: &KRoute| {
-            let on = |h: &Hop| h.oif == index;
-            k.nh.is_none()
-                && !k.hops.is_empty()
-                && if deleted {
-                    k.hops.iter().any(on)
-                } else {
-                    k.hops.iter().all(on)
-                }
-        };
-        let v4 = &mut self.v4;
-        v4.routes.retain(|p, list| {
-            let before = list.len();
-            list.retain(|k| !through(k));
-            if list.len() != before {
-                v4.dirty.insert(*p);
-            }
-            !list.is_empty()
-        });
+        self.flush_v4(index, deleted);
         let gone: Vec<u32> = (self.nexthops.iter())
             .filter(|(_, d)| matches!(d, NhDef::One(h) if h.oif == index))
             .map(|(&id, _)| id)
@@ -566,6 +548,32 @@ impl Mirror {
             }
             self.nexthop_changed(g);
         }
+    }
+
+    /// Delete the IPv4 routes all of whose next hops go through link `index` (`any`: with
+    /// any next hop through it), as the kernel does, silently, when the link goes down or
+    /// away or loses its last IPv4 address. Routes through nexthop objects go with their
+    /// objects instead.
+    fn flush_v4(&mut self, index: u32, any: bool) {
+        let through = |k: &KRoute| {
+            let on = |h: &Hop| h.oif == index;
+            k.nh.is_none()
+                && !k.hops.is_empty()
+                && if any {
+                    k.hops.iter().any(on)
+                } else {
+                    k.hops.iter().all(on)
+                }
+        };
+        let v4 = &mut self.v4;
+        v4.routes.retain(|p, list| {
+            let before = list.len();
+            list.retain(|k| !through(k));
+            if list.len() != before {
+                v4.dirty.insert(*p);
+            }
+            !list.is_empty()
+        });
     }
 
     /// Nexthop object `id` changed: recompute the prefixes that use it, directly or through
@@ -627,6 +635,17 @@ impl Mirror {
         for p in l6 {
             refcount(&mut self.v6.local, p, deleted);
             self.v6.dirty.insert(p);
+        }
+        // The link's last IPv4 address gone: the kernel takes IPv4 down on it
+        // (`fib_disable_ip`), deleting its routes as for the link going down, silently.
+        if deleted
+            && addr.is_ipv4()
+            && !self
+                .addrs
+                .iter()
+                .any(|&(i, a, _)| i == index && a.is_ipv4())
+        {
+            self.flush_v4(index, false);
         }
     }
 

@@ -862,3 +862,44 @@ fn a_link_going_down_deletes_what_the_kernel_deletes_silently() {
     assert_eq!(get4(&vr, "192.0.2.0/24"), None);
     assert_eq!(m.nexthop_objects(), 0);
 }
+
+/// A link's last IPv4 address deleted takes its IPv4 routes, as a link going down does;
+/// one address of two does not.
+#[test]
+fn a_links_last_ipv4_address_takes_its_routes() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    for a in ["10.1.0.1", "10.1.0.9"] {
+        m.event(Event::Addr {
+            deleted: false,
+            index: B,
+            addr: ip(a),
+            len: 24,
+        });
+    }
+    m.event(Event::Route(rt(
+        p4("198.51.100.0/24"),
+        0,
+        vec![hop(Some("10.1.0.2"), B)],
+    )));
+    m.event(Event::Route(rt(
+        p6("2001:db8::/48"),
+        0,
+        vec![hop(Some("fd00:b::2"), B)],
+    )));
+    m.apply(&vr);
+    let del = |m: &mut Mirror, a: &str| {
+        m.event(Event::Addr {
+            deleted: true,
+            index: B,
+            addr: ip(a),
+            len: 24,
+        });
+        m.apply(&vr);
+    };
+    del(&mut m, "10.1.0.9");
+    assert_eq!(get4(&vr, "198.51.100.0/24"), Some(vec![via("10.1.0.2", 1)]));
+    del(&mut m, "10.1.0.1");
+    assert_eq!(get4(&vr, "198.51.100.0/24"), None);
+    assert_eq!(get6(&vr, "2001:db8::/48"), Some(vec![via("fd00:b::2", 1)]));
+}
