@@ -457,17 +457,8 @@ impl Mirror {
             Event::DelRoute(r) => self.route(r, true),
             Event::Nexthop { id, def } => {
                 if self.nexthops.get(&id) != Some(&def) {
-                    match &def {
-                        NhDef::Resilient(members, n) => {
-                            let old = self.res.get(&id).map(Vec::as_slice);
-                            let table = rebalance(old, members, usize::from(*n));
-                            self.res.insert(id, table);
-                        }
-                        _ => {
-                            self.res.remove(&id);
-                        }
-                    }
                     self.nexthops.insert(id, def);
+                    self.rebalance(id);
                     self.nexthop_changed(id);
                 }
             }
@@ -541,12 +532,23 @@ impl Mirror {
             self.event(Event::DelNexthop { id });
         }
         for g in shrunk {
-            if let Some(NhDef::Resilient(m, n)) = self.nexthops.get(&g) {
-                let old = self.res.get(&g).map(Vec::as_slice);
-                let table = rebalance(old, m, usize::from(*n));
-                self.res.insert(g, table);
-            }
+            self.rebalance(g);
             self.nexthop_changed(g);
+        }
+    }
+
+    /// Object `id` was (re)defined: a resilient group's bucket table follows its members
+    /// ([`rebalance`]); any other object has none.
+    fn rebalance(&mut self, id: u32) {
+        match self.nexthops.get(&id) {
+            Some(NhDef::Resilient(members, n)) => {
+                let old = self.res.get(&id).map(Vec::as_slice);
+                let table = rebalance(old, members, usize::from(*n));
+                self.res.insert(id, table);
+            }
+            _ => {
+                self.res.remove(&id);
+            }
         }
     }
 
