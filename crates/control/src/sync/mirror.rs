@@ -1012,7 +1012,10 @@ fn want<F: Family>(
             let set = match (hops.len(), buckets) {
                 (0, _) if all.iter().all(|(h, _)| h.dead) && !all.is_empty() => return Ok(None),
                 (0, _) => return Err(()),
-                (_, Some(table)) => NextHopSet::resilient(hops, objects::buckets(table, &place)),
+                // A table the FIB cannot take (over MAX_BUCKETS buckets): hash-threshold.
+                (_, Some(table)) if (2..=vrhost_fib::MAX_BUCKETS).contains(&table.len()) => {
+                    NextHopSet::resilient(hops, objects::buckets(table, &place))
+                }
                 _ => NextHopSet::weighted(hops),
             };
             return set.map(Some).map_err(|_| ());

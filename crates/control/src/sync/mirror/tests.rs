@@ -903,3 +903,23 @@ fn a_links_last_ipv4_address_takes_its_routes() {
     assert_eq!(get4(&vr, "198.51.100.0/24"), None);
     assert_eq!(get6(&vr, "2001:db8::/48"), Some(vec![via("fd00:b::2", 1)]));
 }
+
+/// A resilient group of more buckets than the FIB takes (the kernel allows 65,535) still
+/// forwards, by hash-threshold over its members.
+#[test]
+fn a_resilient_group_too_fine_for_the_fib_forwards_by_hash_threshold() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    put(&mut m, 1, one("10.0.0.2", A));
+    put(&mut m, 2, one("10.1.0.2", B));
+    put(&mut m, 20, NhDef::Resilient(vec![(1, 1), (2, 3)], 8192));
+    m.event(Event::Route(rt_nh(p4("192.0.2.0/24"), 20)));
+    m.apply(&vr);
+    let s = vr.fib4.get(&"192.0.2.0/24".parse().unwrap()).unwrap();
+    assert!(s.buckets().is_empty());
+    assert_eq!(
+        s.members().collect::<Vec<_>>(),
+        [(via("10.0.0.2", 0), 1), (via("10.1.0.2", 1), 3)]
+    );
+    assert_eq!(m.unusable(), 0);
+}
