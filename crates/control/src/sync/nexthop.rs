@@ -347,6 +347,32 @@ mod tests {
         assert_eq!(parse(RTM_NEWNEXTHOP, &m), None);
     }
 
+    proptest::proptest! {
+        /// Any bytes: an event or `None`, never a panic; and any message built of
+        /// well-formed attributes with an id decodes to that id.
+        #[test]
+        fn any_bytes_decode_or_are_refused(
+            ty in proptest::sample::select(vec![RTM_NEWNEXTHOP, RTM_DELNEXTHOP, 24]),
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            id in 1u32..,
+            attrs in proptest::collection::vec(
+                (0u16..16, proptest::collection::vec(proptest::num::u8::ANY, 0..40)),
+                0..6,
+            ),
+        ) {
+            let _ = parse(ty, &body);
+            let mut list = vec![nla(NHA_ID, &id.to_ne_bytes())];
+            // Other attributes, none of them an id; garbage where a value has a shape
+            // may refuse the message, but never give another id.
+            list.extend(attrs.iter().filter(|(k, _)| *k != NHA_ID).map(|(k, v)| nla(*k, v)));
+            match parse(RTM_NEWNEXTHOP, &msg(2, 0, &list)) {
+                Some(Event::Nexthop { id: got, .. }) => proptest::prop_assert_eq!(got, id),
+                Some(other) => proptest::prop_assert!(false, "{other:?}"),
+                None => {}
+            }
+        }
+    }
+
     #[test]
     fn malformed_messages_are_refused_not_misread() {
         let good = msg(
