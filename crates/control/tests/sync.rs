@@ -649,3 +649,35 @@ fn a_taps_last_ipv4_address_gone_takes_its_routes() {
     // IPv6 on b is untouched.
     assert_eq!(rig.r6("2001:db8:ff::/48"), Some(vec![via("fd00:b::2", 1)]));
 }
+
+/// A link in the namespace that loses its carrier (a veth whose peer goes down): the kernel
+/// deletes the nexthop objects through it without a message; the mirror's count follows.
+#[test]
+fn a_lost_carrier_takes_the_nexthop_objects_through_it() {
+    if !require_root("netlink sync test") {
+        return;
+    }
+    let rig = Rig::new(SyncOptions::default());
+    rig.ip("link add name x type veth peer name x2");
+    rig.ip("link set dev x up");
+    rig.ip("link set dev x2 up");
+    rig.ip("addr add 10.8.0.1/24 dev x");
+    let st = rig.cp.info("blue").unwrap().sync.unwrap();
+    let objects = || st.nexthop_objects.load(Ordering::Relaxed);
+    // Wait for the carrier (veth is up once both ends are) before the object needs it.
+    rig.wait("x has a carrier", || {
+        let out = rig.netns().ip(&["link", "show", "dev", "x"]).unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("LOWER_UP")
+    });
+    rig.ip("nexthop add id 7 via 10.8.0.2 dev x");
+    rig.ip("nexthop add id 8 via 10.1.0.2 dev b");
+    rig.wait("two objects", || objects() == 2);
+    rig.ip("link set dev x2 down");
+    rig.wait("x's object gone", || objects() == 1);
+    let out = rig.netns().ip(&["nexthop"]).unwrap();
+    let kernel = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        !kernel.contains("id 7 ") && kernel.contains("id 8 "),
+        "{kernel}"
+    );
+}

@@ -154,6 +154,8 @@ pub enum Event {
         up: bool,
         /// MTU.
         mtu: u32,
+        /// Has a carrier (`IFF_LOWER_UP` or `IFF_RUNNING`).
+        carrier: bool,
     },
     /// `RTM_DELLINK`.
     DelLink {
@@ -234,6 +236,8 @@ pub struct Link {
     pub up: bool,
     /// MTU.
     pub mtu: u32,
+    /// Has a carrier.
+    pub carrier: bool,
 }
 
 /// Per-family state.
@@ -399,6 +403,7 @@ impl Mirror {
                 name,
                 up,
                 mtu,
+                carrier,
             } => {
                 let vif = self.vif_names.get(&name).copied();
                 let old = self.links.insert(
@@ -408,6 +413,7 @@ impl Mirror {
                         vif,
                         up,
                         mtu,
+                        carrier,
                     },
                 );
                 if let Some(vif) = vif {
@@ -428,6 +434,10 @@ impl Mirror {
                 }
                 if old.as_ref().is_some_and(|o| o.up) && !up {
                     self.link_down(index, false);
+                } else if old.as_ref().is_some_and(|o| o.carrier) && !carrier {
+                    // Its carrier lost: the kernel deletes the nexthop objects through it
+                    // (`nh_netdev_event`), silently; IPv4 routes stay, flagged `linkdown`.
+                    self.flush_objects(index);
                 }
             }
             Event::DelLink { index, name } => {
@@ -501,12 +511,18 @@ impl Mirror {
     /// - every IPv4 route all of whose next hops go through the link — any of them when it
     ///   was deleted (`fib_sync_down_dev`); a multipath route with a member elsewhere stays,
     ///   the member through the link left out while it is down ([`Mirror::flush_v4`]);
-    /// - every nexthop object through it, taken out of the groups that held it, with the
-    ///   groups left empty and the routes that used any of them (`nexthop_flush_dev`).
+    /// - every nexthop object through it ([`Mirror::flush_objects`]; `nexthop_flush_dev`).
     ///
     /// Seen with `ip monitor` on 6.18: after a link flap such routes are gone for good.
     fn link_down(&mut self, index: u32, deleted: bool) {
         self.flush_v4(index, deleted);
+        self.flush_objects(index);
+    }
+
+    /// Delete the nexthop objects through link `index`, as the kernel does, silently, when
+    /// the link goes down or away or loses its carrier: out of the groups that held them,
+    /// with the groups left empty and the routes that used any of them.
+    fn flush_objects(&mut self, index: u32) {
         let gone: Vec<u32> = (self.nexthops.iter())
             .filter(|(_, d)| matches!(d, NhDef::One(h) if h.oif == index))
             .map(|(&id, _)| id)

@@ -386,6 +386,8 @@ fn link(m: LinkMessage, deleted: bool) -> Option<Event> {
             name,
             up: m.header.flags.contains(LinkFlags::Up),
             mtu,
+            carrier: m.header.flags.contains(LinkFlags::LowerUp)
+                || m.header.flags.contains(LinkFlags::Running),
         }
     })
 }

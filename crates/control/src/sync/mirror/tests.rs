@@ -40,6 +40,7 @@ fn mirror() -> Mirror {
             name: name.into(),
             up: true,
             mtu: 1500,
+            carrier: true,
         });
     }
     m
@@ -326,6 +327,7 @@ fn a_tap_going_down_or_away_takes_its_next_hops_and_neighbours() {
         name: "b".into(),
         up: false,
         mtu: 1500,
+        carrier: false,
     });
     m.apply(&vr);
     assert_eq!(get4(&vr, "0.0.0.0/0"), Some(vec![via("10.0.0.2", 0)]));
@@ -722,6 +724,7 @@ fn resilient_groups_reach_the_fib_and_keep_their_buckets() {
             name: "b".into(),
             up,
             mtu: 1500,
+            carrier: up,
         });
         m.apply(&vr);
         let now = paths(&vr);
@@ -785,6 +788,7 @@ fn a_resync_keeps_resilient_buckets() {
             name: name.into(),
             up: true,
             mtu: 1500,
+            carrier: true,
         });
     }
     objects(&mut m, vec![(2, 1), (3, 1)]);
@@ -834,6 +838,7 @@ fn a_link_going_down_deletes_what_the_kernel_deletes_silently() {
             name: "a".into(),
             up,
             mtu: 1500,
+            carrier: up,
         });
         m.apply(&vr);
         assert_eq!(get4(&vr, "198.51.100.0/24"), None, "up {up}");
@@ -922,4 +927,35 @@ fn a_resilient_group_too_fine_for_the_fib_forwards_by_hash_threshold() {
         [(via("10.0.0.2", 0), 1), (via("10.1.0.2", 1), 3)]
     );
     assert_eq!(m.unusable(), 0);
+}
+
+/// A link that loses its carrier (up, but its peer gone): the kernel deletes the nexthop
+/// objects through it and their routes, silently, and keeps its plain IPv4 routes (flagged
+/// `linkdown`).
+#[test]
+fn a_lost_carrier_takes_the_nexthop_objects_through_it() {
+    let (_dp, vr) = vr();
+    let mut m = mirror();
+    put(&mut m, 1, one("10.0.0.9", A));
+    m.event(Event::Route(rt_nh(p4("192.0.2.0/24"), 1)));
+    m.event(Event::Route(rt(
+        p4("198.51.100.0/24"),
+        0,
+        vec![hop(Some("10.0.0.2"), A)],
+    )));
+    m.apply(&vr);
+    assert_eq!(get4(&vr, "192.0.2.0/24"), Some(vec![via("10.0.0.9", 0)]));
+    for carrier in [false, true] {
+        m.event(Event::Link {
+            index: A,
+            name: "a".into(),
+            up: true,
+            mtu: 1500,
+            carrier,
+        });
+        m.apply(&vr);
+        assert_eq!(get4(&vr, "192.0.2.0/24"), None, "carrier {carrier}");
+        assert_eq!(m.nexthop_objects(), 0);
+        assert_eq!(get4(&vr, "198.51.100.0/24"), Some(vec![via("10.0.0.2", 0)]));
+    }
 }
