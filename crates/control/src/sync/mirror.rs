@@ -468,7 +468,7 @@ impl Mirror {
             Event::Nexthop { id, def } => {
                 if self.nexthops.get(&id) != Some(&def) {
                     self.nexthops.insert(id, def);
-                    self.rebalance(id);
+                    self.rebuild_buckets(id);
                     self.nexthop_changed(id);
                 }
             }
@@ -548,14 +548,14 @@ impl Mirror {
             self.event(Event::DelNexthop { id });
         }
         for g in shrunk {
-            self.rebalance(g);
+            self.rebuild_buckets(g);
             self.nexthop_changed(g);
         }
     }
 
     /// Object `id` was (re)defined: a resilient group's bucket table follows its members
     /// ([`rebalance`]); any other object has none.
-    fn rebalance(&mut self, id: u32) {
+    fn rebuild_buckets(&mut self, id: u32) {
         match self.nexthops.get(&id) {
             Some(NhDef::Resilient(members, n)) => {
                 let old = self.res.get(&id).map(Vec::as_slice);
@@ -978,19 +978,7 @@ fn want<F: Family>(
     let Some(best) = fam.routes.get(p).and_then(|l| l.first()) else {
         return Ok(None);
     };
-    let resolved = objects.resolve(best);
-    // A route through a nexthop object forwards as the object says now (the kernel marks
-    // the route a blackhole only when it is added or dumped).
-    let kind = match (
-        best.nh.is_some_and(|id| objects.defs.contains_key(&id)),
-        best.kind,
-    ) {
-        (true, RouteKind::Unicast | RouteKind::Blackhole) if resolved.is_none() => {
-            RouteKind::Blackhole
-        }
-        (true, RouteKind::Unicast | RouteKind::Blackhole) => RouteKind::Unicast,
-        (_, kind) => kind,
-    };
+    let (kind, resolved) = objects.resolve(best);
     let hop = match kind {
         RouteKind::Local => NextHop::Local,
         RouteKind::Blackhole => NextHop::Drop,
@@ -998,7 +986,7 @@ fn want<F: Family>(
         RouteKind::Prohibit => NextHop::Prohibit,
         RouteKind::Other(_) => return Err(()),
         RouteKind::Unicast => {
-            let Resolved { hops: all, buckets } = resolved.unwrap_or_default();
+            let Resolved { hops: all, buckets } = resolved;
             let mut hops: Vec<(NextHop, u16)> = Vec::with_capacity(all.len());
             // Each usable member object's place in `hops` (for a resilient table).
             let mut place: Vec<(u32, usize)> = Vec::new();

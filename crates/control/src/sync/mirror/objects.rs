@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use vrhost_fib::Family;
 
-use super::{Fam, Hop, KRoute, NhDef};
+use super::{Fam, Hop, KRoute, NhDef, RouteKind};
 
 /// The mirror's nexthop objects, for resolving routes.
 #[derive(Clone, Copy)]
@@ -34,25 +34,30 @@ pub(super) struct Resolved<'a> {
 }
 
 impl<'a> Objects<'a> {
-    /// The next hops of route `k`: through its nexthop object when the mirror has that (a
-    /// group's members with their weights), else as the route message gave them. `None`
-    /// for a blackhole object.
-    pub(super) fn resolve(&self, k: &KRoute) -> Option<Resolved<'a>> {
+    /// What route `k` does and through which next hops. Through its nexthop object when
+    /// the mirror has that: a unicast route over the object's next hops (a group's members
+    /// with their weights), or a blackhole for a blackhole object, whatever kind the route
+    /// was announced as (the kernel marks it a blackhole only when it is added or dumped).
+    /// Else the route's own kind and next hops.
+    pub(super) fn resolve(&self, k: &KRoute) -> (RouteKind, Resolved<'a>) {
         let Some((id, def)) = k.nh.and_then(|id| Some((id, self.defs.get(&id)?))) else {
-            return Some(Resolved {
-                hops: k.hops.iter().map(|h| (*h, 0)).collect(),
-                buckets: None,
-            });
+            let hops = k.hops.iter().map(|h| (*h, 0)).collect();
+            return (
+                k.kind,
+                Resolved {
+                    hops,
+                    buckets: None,
+                },
+            );
+        };
+        let unicast = |hops| {
+            let buckets = None;
+            (RouteKind::Unicast, Resolved { hops, buckets })
         };
         let members = match def {
-            NhDef::One(h) => {
-                return Some(Resolved {
-                    hops: vec![(*h, id)],
-                    buckets: None,
-                });
-            }
-            NhDef::Blackhole => return None,
-            NhDef::Other => return Some(Resolved::default()),
+            NhDef::One(h) => return unicast(vec![(*h, id)]),
+            NhDef::Blackhole => return (RouteKind::Blackhole, Resolved::default()),
+            NhDef::Other => return unicast(Vec::new()),
             NhDef::Group(m) | NhDef::Resilient(m, _) => m,
         };
         // The FIB takes weights up to 256; larger ones (16-bit group weights) are scaled
@@ -83,7 +88,7 @@ impl<'a> Objects<'a> {
             NhDef::Resilient(..) => self.res.get(&id).map(Vec::as_slice),
             _ => None,
         };
-        Some(Resolved { hops, buckets })
+        (RouteKind::Unicast, Resolved { hops, buckets })
     }
 }
 
