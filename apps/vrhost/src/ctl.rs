@@ -456,11 +456,7 @@ fn print_show(v: &Value) -> anyhow::Result<()> {
             println!(
                 "  {over} of them waited at least the deferral's bound ({} µs){}",
                 n(&w["bound_us"]),
-                if over_bound(&json!({"over_bound": over, "samples": w["samples"]})) {
-                    ": over 1 %"
-                } else {
-                    ""
-                }
+                if over_1_percent(w) { ": over 1 %" } else { "" }
             );
         }
         let r = &w["recent"];
@@ -473,7 +469,7 @@ fn print_show(v: &Value) -> anyhow::Result<()> {
                 r["over_bound"]
                     .as_u64()
                     .map_or("-".into(), |o| o.to_string()),
-                if over_bound(w) { ": over 1 %" } else { "" }
+                if over_1_percent(r) { ": over 1 %" } else { "" }
             );
         }
     }
@@ -508,11 +504,16 @@ fn print_show(v: &Value) -> anyhow::Result<()> {
 /// bound (`ingress_wait` of `status` or `show`): over the last minute or so when the daemon
 /// has that (`recent`), else since the VR was made.
 fn over_bound(w: &Value) -> bool {
-    let w = if w["recent"].is_object() {
+    over_1_percent(if w["recent"].is_object() {
         &w["recent"]
     } else {
         w
-    };
+    })
+}
+
+/// Whether more than 1 % of the samples of one set of wait figures (`over_bound`,
+/// `samples`) surely waited at least the bound.
+fn over_1_percent(w: &Value) -> bool {
     w["over_bound"]
         .as_u64()
         .is_some_and(|over| over * 100 > n(&w["samples"]))

@@ -699,7 +699,7 @@ impl Daemon {
                 "taps_recreated": info.taps_recreated,
             },
             "drops": drops,
-            "ingress_wait": self.wait_json(&vr, &s.ingress_wait, true),
+            "ingress_wait": self.vr_wait_json(&vr, &s.ingress_wait, true),
             "vifs": vifs,
             "sync": sync,
             "problems": info.problems,
@@ -708,7 +708,7 @@ impl Daemon {
 
     /// [`wait_json`] for VR `vr`, with `recent`: the same over the last minute or so
     /// ([`Recent`]; `window_s` how long; `null` until the daemon has a snapshot).
-    fn wait_json(&self, vr: &Arc<Vr>, w: &WaitStats, buckets: bool) -> Value {
+    fn vr_wait_json(&self, vr: &Arc<Vr>, w: &WaitStats, buckets: bool) -> Value {
         let bound = self.dp.max_deferral();
         let mut v = wait_json(w, buckets, bound);
         v["recent"] = match self.recent.window(key(vr), Instant::now(), w) {
@@ -839,7 +839,7 @@ impl Daemon {
                     "cycles_per_packet": if s.scheduled == 0 { 0.0 } else { s.cycles as f64 / s.scheduled as f64 },
                     "watchdog_offences": s.watchdog_offences,
                     "watchdog_excused": s.watchdog_excused,
-                    "ingress_wait": self.wait_json(vr, &s.ingress_wait, false),
+                    "ingress_wait": self.vr_wait_json(vr, &s.ingress_wait, false),
                 })
             })
             .collect();
