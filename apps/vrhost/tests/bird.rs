@@ -22,7 +22,7 @@ fn have_bird() -> bool {
         .arg("--version")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("BIRD version 2"));
-    common::installed("BIRD 2", ok, "apt-get install bird2")
+    vrhost_lab::require_tool("BIRD 2", ok, "apt-get install bird2")
 }
 
 /// A BIRD running in a namespace, killed on drop.

@@ -23,7 +23,7 @@ fn have_frr() -> bool {
     let ok = PathBuf::from(DAEMONS).join("zebra").exists()
         && PathBuf::from(DAEMONS).join("staticd").exists()
         && Command::new("vtysh").arg("--version").output().is_ok();
-    common::installed("FRR", ok, "apt-get install frr")
+    vrhost_lab::require_tool("FRR", ok, "apt-get install frr")
 }
 
 /// zebra and staticd in one namespace, with their files in a directory of their own; killed

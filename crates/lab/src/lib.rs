@@ -19,7 +19,8 @@
 //! * [`tools`]: ordinary tools between namespaces, with deadlines (an iperf3 transfer).
 //!
 //! Root is required. [`require_root`] encodes the project's rule: under `CI=true` a test that
-//! cannot get root fails loudly; elsewhere it says why it skips.
+//! cannot get root fails loudly; elsewhere it says why it skips. [`require_tool`] does the
+//! same for a tool a test needs (BIRD, FRR).
 
 pub mod addressing;
 mod bridge;
@@ -32,5 +33,5 @@ pub mod topology;
 
 pub use addressing::{MAX_VRS, Mac, Prefix4, Prefix6, Side, SideAddrs};
 pub use capture::{Capture, CaptureError, Frame};
-pub use netns::{Netns, NetnsError, ip, require_root, veth};
+pub use netns::{Netns, NetnsError, ip, require_root, require_tool, veth};
 pub use topology::{Forwarder, Lab, LabError, LabSpec, MAX_QUEUES, VrLab, VrSide};

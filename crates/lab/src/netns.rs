@@ -464,11 +464,29 @@ pub fn require_root(what: &str) -> bool {
     if root {
         return true;
     }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
+    if in_ci() {
         panic!("{what}: needs root with network namespaces, and CI=true forbids skipping");
     }
     eprintln!("skipping {what}: needs root (set CI=true to make this a failure)");
     false
+}
+
+/// Whether a tool a test needs is installed (`ok`, found by the caller), as
+/// [`require_root`] for root: under `CI=true` its absence is a failure (panics, saying
+/// `install`); elsewhere it prints that the test is skipped and returns false.
+pub fn require_tool(what: &str, ok: bool, install: &str) -> bool {
+    if !ok {
+        if in_ci() {
+            panic!("{what} is not installed ({install}), and CI=true forbids skipping");
+        }
+        eprintln!("skipping: {what} is not installed ({install})");
+    }
+    ok
+}
+
+/// `CI=true`: tests may not skip.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
 #[cfg(test)]

@@ -292,19 +292,6 @@ pub fn ping_from(ns: &Netns, dst: &str, count: u32) -> u32 {
     parse_ping(&String::from_utf8_lossy(&out.stdout)).1
 }
 
-/// Whether a tool a test needs is installed (`ok`, found by the caller): under `CI=true`
-/// its absence fails the test (`.ci/run` installs it: `install` says how); elsewhere the
-/// test is skipped, and says so.
-pub fn installed(what: &str, ok: bool, install: &str) -> bool {
-    if !ok {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{what} is not installed ({install})");
-        }
-        eprintln!("skipping: {what} is not installed");
-    }
-    ok
-}
-
 /// (transmitted, received) from ping's summary line.
 pub fn parse_ping(out: &str) -> (u32, u32) {
     let line = out
