@@ -121,6 +121,11 @@ pub(crate) struct Args {
     /// sets them per VR); without it every generator queue carries all of its worker's VRs.
     #[arg(long)]
     pub(crate) queue_per_vr: bool,
+    /// Packets in a row to the same VR before the generator picks the next VR at random:
+    /// 1 interleaves the VRs packet by packet (the hardest mix for demux and the per-VR
+    /// rings); a vector's worth (256) is Rathore's "one virtual router at a time".
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub(crate) train: u32,
     /// Run the workers `SCHED_FIFO` at this priority (1..=99), as vrhost's
     /// `[dataplane] realtime_priority` does: on a shared host, other work on a worker's
     /// core then cannot hold it off for a time slice [default: ordinary threads].
@@ -170,6 +175,7 @@ impl Default for Args {
             flow_key: FlowCacheKey::Destination,
             cores: Vec::new(),
             queue_per_vr: false,
+            train: 1,
             realtime: None,
             rx_coalesce_us: 0,
             max_deferral_us: DEFAULT_MAX_DEFERRAL_US,
@@ -235,6 +241,8 @@ pub(crate) struct Scenario {
     pub(crate) cores: Vec<usize>,
     /// A generator queue per VR, offers per VR.
     pub(crate) queue_per_vr: bool,
+    /// Packets in a row to the same VR (1: a VR picked for every packet).
+    pub(crate) train: u32,
     /// Workers' `SCHED_FIFO` priority (`None`: ordinary threads).
     pub(crate) realtime: Option<u8>,
     /// Receive coalescing delay, µs (0: off).
@@ -271,6 +279,7 @@ impl Scenario {
             flow_key: a.flow_key,
             cores: a.cores.clone(),
             queue_per_vr: a.queue_per_vr,
+            train: a.train,
             realtime: a.realtime,
             rx_coalesce_us: a.rx_coalesce_us,
             max_deferral_us: a.max_deferral_us,
@@ -316,6 +325,9 @@ impl Scenario {
         }
         if self.queue_per_vr {
             f += " --queue-per-vr";
+        }
+        if self.train != 1 {
+            f += &format!(" --train {}", self.train);
         }
         if let Some(p) = self.realtime {
             f += &format!(" --realtime {p}");
@@ -616,6 +628,54 @@ mod tests {
             },
             20,
         );
+    }
+
+    /// `--queue-per-vr`: every VR's generator queue gets its slots (the pool is sized for a
+    /// queue per VR) and is turned on by a measurement (an offer per VR, not per worker).
+    #[test]
+    fn queue_per_vr_measures_every_vr() {
+        let _alone = crate::cores_alone();
+        let sc = Scenario::from_args(
+            &Args {
+                vrs: 12,
+                routes: Some(1000),
+                queue_per_vr: true,
+                seconds: Some(0.3),
+                windows: 1,
+                warmup: 0.0,
+                ..Args::default()
+            },
+            0.3,
+        );
+        let mut tables = topo::Tables::default();
+        let mut s = Session::start(&sc, &mut tables, 1e9).unwrap();
+        let r = s.measure(Offer::Unlimited).unwrap();
+        assert!(r.carried_mpps > 0.0, "{}", r.carried_mpps);
+        let tx: Vec<u64> = s.built().vrs.iter().map(|v| v.stats().tx_packets).collect();
+        assert!(tx.iter().all(|&n| n >= 256), "every VR forwards: {tx:?}");
+    }
+
+    /// `--train 256`: each received burst is one VR's, so every VR runs full vectors straight
+    /// from its burst; `--train 1` spreads a burst over the VRs.
+    #[test]
+    fn trains_keep_a_burst_on_one_vr() {
+        let _alone = crate::cores_alone();
+        let vectors = |train| {
+            let r = forwards_everything(
+                Args {
+                    vrs: 4,
+                    routes: Some(1000),
+                    train,
+                    ..Args::default()
+                },
+                40,
+            );
+            let n = r.nodes.iter().find(|n| n.node == "vr-input").unwrap();
+            n.packets_per_vector
+        };
+        let (whole, mixed) = (vectors(256), vectors(1));
+        assert!(whole > 250.0, "{whole}");
+        assert!(mixed < 200.0, "{mixed}");
     }
 
     #[test]

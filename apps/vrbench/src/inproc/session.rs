@@ -172,9 +172,10 @@ impl Session {
         &self.built
     }
 
-    /// `offer` for every worker.
+    /// `offer` for every generator control: one per worker, or with `--queue-per-vr` one
+    /// per VR (a window turns on only the controls it is given an offer for).
     pub(crate) fn all(&self, offer: Offer) -> Vec<Offer> {
-        vec![offer; self.sc.workers]
+        vec![offer; self.built.ctl.len()]
     }
 
     /// The report of window `w`, labelled `name`.

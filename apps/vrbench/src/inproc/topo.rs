@@ -177,13 +177,20 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
     // back only after every other free slot has, and a large pool makes every reuse a cache
     // and TLB miss.
     let per_gen = sc.rx_ring + 2 * VECTOR;
+    // Generator queues in all: with `--queue-per-vr` one per VR (each primed like a NIC
+    // queue of its own), else `--gen-queues` per worker.
+    let queues = if sc.queue_per_vr {
+        sc.vrs
+    } else {
+        sc.workers * sc.gen_queues
+    };
     let slots = sc.pool_slots.unwrap_or(
-        sc.workers * sc.gen_queues * per_gen
+        queues * per_gen
             + sc.vrs.min(8) * sc.workers * sc.ingress_ring
             + sc.vrs * sc.workers * VECTOR / 8
             + 4 * VECTOR,
     );
-    if slots < sc.workers * sc.gen_queues * VECTOR || slots > 1 << 24 {
+    if slots < queues * VECTOR || slots > 1 << 24 {
         bail!("--pool-slots {slots} must hold a vector per generator queue, and at most 2^24");
     }
     let pool = Pool::new(slots);
@@ -651,10 +658,14 @@ fn sequence<F: Fam>(
         }
         _ => Vec::new(),
     };
+    let mut v = 0;
     let seq: Box<[F::D]> = (0..SEQ_LEN)
-        .map(|_| {
-            let v = if nv == 1 {
+        .map(|n| {
+            v = if nv == 1 {
                 0
+            } else if n % sc.train as usize != 0 {
+                // Still in the train: the VR before.
+                v
             } else if cum.is_empty() {
                 rng.gen_range(0..nv)
             } else {
