@@ -33,6 +33,7 @@ pub mod placement;
 mod policer;
 mod pool;
 pub mod port;
+mod prefetch;
 pub mod ring;
 pub mod scale;
 pub mod sched;

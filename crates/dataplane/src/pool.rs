@@ -554,16 +554,7 @@ fn colour_offset(idx: u32) -> usize {
     HEADROOM + (((idx << 5) ^ idx) & MASK) as usize
 }
 
-#[inline(always)]
-fn prefetch(addr: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch never faults and reads nothing observable.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
-}
+use crate::prefetch::read as prefetch;
 
 #[cfg(test)]
 mod tests {

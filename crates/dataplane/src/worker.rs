@@ -1646,6 +1646,34 @@ impl Worker {
         spent
     }
 
+    /// Start loading what a run of VR `l` reads first, all at once: with many VRs each is
+    /// cold when the VR's turn comes (its counters, its `Vr`'s fields, its FIB's snapshot,
+    /// its rings' first handles, its adjacency cache, its VIFs), and the path reached them
+    /// one after another, a miss each.
+    #[inline(always)]
+    fn prefetch_run(l: &LocalVr, worker: usize) {
+        use crate::prefetch::read;
+        let vr = &*l.snap.vr;
+        let c: *const VrCounters = l.counters.get();
+        read(c);
+        read(c.cast::<u8>().wrapping_add(64));
+        read(&vr.weight);
+        read(&vr.policer);
+        read(&vr.fast_epoch);
+        vr.fib4.prefetch();
+        if let Some(o) = l.own.as_ref() {
+            for r in &o.consumers {
+                r.prefetch_head();
+            }
+            o.state.adj4.prefetch();
+            read(&o.state.fc4);
+        }
+        for v in l.snap.vifs.iter().take(4).flatten() {
+            read(&**v);
+            read(&*v.counters[worker]);
+        }
+    }
+
     /// Run one vector of an owned VR; time it, charge it, let the watchdog judge it.
     /// Returns packets handled.
     ///
@@ -1669,6 +1697,7 @@ impl Worker {
         let Some(l) = self.vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
             return 0;
         };
+        Self::prefetch_run(l, self.id);
         let Some(o) = l.own.as_mut() else { return 0 };
         if coalesce && !o.may_inject() {
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();

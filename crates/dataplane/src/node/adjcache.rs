@@ -56,6 +56,19 @@ pub(crate) struct AdjCache {
 }
 
 impl AdjCache {
+    /// Start loading the entries of the first `LINES` lines' worth of ids (a table's next-hop
+    /// sets are interned from 0 up, so these are the ones in use), without waiting.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self) {
+        const LINES: usize = 8;
+        let per_line = 64 / core::mem::size_of::<Entry>();
+        let n = self.entries.len().min(LINES * per_line);
+        let p = self.entries.as_ptr();
+        for i in (0..n).step_by(per_line) {
+            crate::prefetch::read(p.wrapping_add(i));
+        }
+    }
+
     /// The cached resolution of next-hop id `id` at `generation`, and whether it came from
     /// an ECMP set (then `hash()` — the packet's flow hash — picked the member).
     #[inline(always)]
