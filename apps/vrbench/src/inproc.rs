@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::ValueEnum;
-use vrhost_dataplane::{DEFAULT_MAX_DEFERRAL, FlowCacheKey, MAX_DEFERRAL};
+use vrhost_dataplane::{DEFAULT_MAX_DEFERRAL, FlowCacheKey, MAX_DEFERRAL, VECTOR};
 use vrhost_fib::tablegen::{IPV4_FULL, IPV6_FULL};
 
 use report::{Report, SuiteReport, SuiteRow};
@@ -427,18 +427,25 @@ fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
         x.workers = 2;
     })?;
     let mut shed = start("overload-demux", &|x| x.gen_queues = 3)?;
+    // The 100 VRs again with each VR's packets in trains of a vector: how far the target's
+    // shortfall is the packet-by-packet mix (see `--train`).
+    let mut trains = start("100-vrs-trains", &|x| {
+        x.vrs = 100;
+        x.routes = Some(10_000);
+        x.train = VECTOR as u32;
+    })?;
 
     use Offer::{Off, Unlimited as U};
     eprintln!("[suite] warming up each scenario for {:.1} s", a.warmup);
-    for s in [&mut one, &mut flows, &mut many, &mut shed] {
+    for s in [&mut one, &mut flows, &mut many, &mut shed, &mut trains] {
         s.window(a.warmup, &[U])?;
     }
     two.window(a.warmup, &[U, U])?;
 
-    let mut w: [Vec<Report>; 7] = Default::default();
+    let mut w: [Vec<Report>; 8] = Default::default();
     for round in 0..a.windows {
         eprintln!(
-            "[suite] round {} of {}: 7 windows of {secs:.2} s",
+            "[suite] round {} of {}: 8 windows of {secs:.2} s",
             round + 1,
             a.windows
         );
@@ -452,6 +459,7 @@ fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
         w[4].push(two.run("two-workers", secs, &[U, U])?);
         w[5].push(two.run("two-workers-solo", secs, &[U, Off])?);
         w[6].push(shed.run("overload-demux", secs, &[U])?);
+        w[7].push(trains.run("100-vrs-trains", secs, &[U])?);
     }
     let ratio = |i: usize, j: usize| {
         median(
@@ -465,9 +473,10 @@ fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
     let two_ratio = ratio(4, 5);
     let over_ratio = ratio(1, 0);
     let shed_ratio = ratio(6, 0);
+    let trains_ratio = ratio(7, 0);
     let elsewhere = |i: usize| w[i].iter().map(|r| r.drops_elsewhere).sum::<u64>();
     let (over_else, shed_else) = (elsewhere(1), elsewhere(6));
-    let [one, over, flows, many, two, solo, shed] = w.map(median_report);
+    let [one, over, flows, many, two, solo, shed, trains] = w.map(median_report);
 
     let rows = vec![
         SuiteRow::new(
@@ -523,12 +532,22 @@ fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
             ),
             shed_ratio,
         ),
+        SuiteRow::info(
+            &trains,
+            &format!(
+                "(info) 100 VRs × 10k routes ÷ 1 VR with each VR's packets {} in a row \
+                 (Rathore's one VR at a time): the 100-VR row's shortfall beyond this is the \
+                 packet-by-packet mix",
+                VECTOR
+            ),
+            trains_ratio,
+        ),
     ];
     let r = SuiteReport {
         machine: crate::host::describe_with_load(),
         tsc_ghz: hz / 1e9,
         rows,
-        scenarios: vec![one, flows, many, two, solo, over, shed],
+        scenarios: vec![one, flows, many, two, solo, over, shed, trains],
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
