@@ -1646,29 +1646,28 @@ impl Worker {
         spent
     }
 
-    /// Start loading what a run of VR `l` reads first, all at once: with many VRs each is
-    /// cold when the VR's turn comes (its counters, its `Vr`'s fields, its FIB's snapshot,
-    /// its rings' first handles, its adjacency cache, its VIFs), and the path reached them
-    /// one after another, a miss each.
+    /// Start loading what a run of a VR (`snap`, this worker's `counters` of it, `o` its
+    /// owner's state) reads first, all at once: with many VRs each is cold when the VR's
+    /// turn comes (its counters, its `Vr`'s fields, its FIB's snapshot, its rings' first
+    /// handles, its adjacency cache, its VIFs), and the path reached them one after another,
+    /// a miss each. Only once the run is decided: a VR deferred here loads nothing.
     #[inline(always)]
-    fn prefetch_run(l: &LocalVr, worker: usize) {
+    fn prefetch_run(snap: &VrSnap, counters: &CountersRef, o: &Owned, worker: usize) {
         use crate::prefetch::read;
-        let vr = &*l.snap.vr;
-        let c: *const VrCounters = l.counters.get();
+        let vr = &*snap.vr;
+        let c: *const VrCounters = counters.get();
         read(c);
         read(c.cast::<u8>().wrapping_add(64));
         read(&vr.weight);
         read(&vr.policer);
         read(&vr.fast_epoch);
         vr.fib4.prefetch();
-        if let Some(o) = l.own.as_ref() {
-            for r in &o.consumers {
-                r.prefetch_head();
-            }
-            o.state.adj4.prefetch();
-            read(&o.state.fc4);
+        for r in &o.consumers {
+            r.prefetch_head();
         }
-        for v in l.snap.vifs.iter().take(4).flatten() {
+        o.state.adj4.prefetch();
+        read(&o.state.fc4);
+        for v in snap.vifs.iter().take(4).flatten() {
             read(&**v);
             read(&*v.counters[worker]);
         }
@@ -1697,7 +1696,6 @@ impl Worker {
         let Some(l) = self.vrs.get_mut(usize::from(vr)).and_then(Option::as_mut) else {
             return 0;
         };
-        Self::prefetch_run(l, self.id);
         let Some(o) = l.own.as_mut() else { return 0 };
         if coalesce && !o.may_inject() {
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
@@ -1705,6 +1703,7 @@ impl Worker {
                 return 0;
             }
         }
+        Self::prefetch_run(&l.snap, &l.counters, o, self.id);
         // Armed by an earlier vector over budget: time the path on the CPU clock too.
         let on_cpu = (o.sched.armed > 0 && watchdog.is_some() && self.cost_model.is_none())
             .then(CpuSpan::start);
