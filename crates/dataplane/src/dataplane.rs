@@ -176,6 +176,8 @@ pub(crate) struct WorkerCounters {
     pub(crate) full_rx_packets: Counter,
     pub(crate) full_fwd_cycles: Counter,
     pub(crate) full_fwd_packets: Counter,
+    /// Packets received at the scheduler's picks (`crate::feeder`).
+    pub(crate) rx_at_pick: Counter,
 }
 
 impl Default for WorkerCounters {
@@ -195,6 +197,7 @@ impl Default for WorkerCounters {
             full_rx_packets: Counter::default(),
             full_fwd_cycles: Counter::default(),
             full_fwd_packets: Counter::default(),
+            rx_at_pick: Counter::default(),
         }
     }
 }
@@ -311,6 +314,10 @@ pub struct WorkerStats {
     pub busy_cycles: u64,
     /// Receive queues left unpolled under back-pressure (per poll and queue).
     pub rx_held: u64,
+    /// Packets received when the scheduler picked their VR: from a receive queue that feeds
+    /// one VR alone, read a vector at a time as that VR's turn comes, so that each vector
+    /// is forwarded while still in the caches (counted in `rx_packets` too).
+    pub rx_at_pick: u64,
     /// Owned VRs the scheduler looked at, summed over polls: VRs asleep (deferred, or idle
     /// and fed only by this worker) are skipped, so with many idle VRs this grows with the
     /// traffic, not with the VR count (`crate::wake`).
@@ -1105,6 +1112,7 @@ impl Dataplane {
                 idle_polls: w.idle_polls.get(),
                 busy_cycles: w.busy_cycles.get(),
                 rx_held: w.rx_held.get(),
+                rx_at_pick: w.rx_at_pick.get(),
                 vrs_scanned: w.vrs_scanned.get(),
                 deferral_polls: w.deferral.load(Ordering::Relaxed),
                 rx_packets: w.rx_packets.get(),

@@ -25,6 +25,7 @@ mod deferral;
 mod demux;
 mod error;
 pub mod fastpath;
+mod feeder;
 pub mod flow;
 mod mactable;
 mod neigh;

@@ -23,6 +23,11 @@
 //! completely; VRs that share a queue share its ring as a drop point once the worker cannot
 //! keep up with the queue (the price of one queue, documented in `docs/fair.md`).
 //!
+//! **A queue per VR is read at the pick.** A queue whose last few bursts were full and all
+//! one VR's is not read in the receive phase: the stride scheduler reads a vector from it when
+//! it picks that VR and forwards it at once ([`crate::feeder`]). The back-pressure is then
+//! per vector: the queue is read as often as the VR's weight earns it turns.
+//!
 //! With [`RunVrs::OnOwner`] a VR is run by one worker only (its owner), so per-VR state that
 //! changes per packet — rate-limit buckets, caches, the scheduler's pass and cost — is
 //! worker-local, with no sharing. Packets for a VR received by another worker cross over in
@@ -59,6 +64,7 @@ use crate::counters::{Drop, Node, VrCounters};
 use crate::dataplane::{RunVrs, Shared, Snapshot, VrSnap};
 use crate::deferral::Deferral;
 use crate::demux::{Copies, Verdict, VifRef, mac_key, parse_l2_packed, unpack};
+use crate::feeder::Feeders;
 use crate::flow::Tuple6;
 use crate::node::adjcache::AdjCache;
 use crate::node::flowcache::{FlowCache, Tuple4Key};
@@ -443,7 +449,20 @@ pub(crate) struct RxTrack {
     fed: ArrayVec<VrId, FED>,
     /// Packets of it the VR with the most took.
     top: u32,
+    /// The VR that took all of the last burst that brought packets, if it was full.
+    sole: Option<VrId>,
+    /// Such bursts in a row that went wholly to `sole` (saturating): from [`SOLE_STREAK`] on,
+    /// the scheduler reads the queue when it picks that VR (see [`crate::feeder`]).
+    streak: u8,
 }
+
+/// Full bursts in a row all one VR's before a receive queue counts as that VR's alone
+/// ([`crate::feeder`]). More than one, so that traffic that changes VR burst by burst (trains
+/// of a vector, `vrbench inproc --train 256`) is not read at picks of the VR its last burst
+/// went to, where the next burst would find another VR (one poll's delay each time: half the
+/// rate, measured); four, so that a queue whose traffic moves between VRs in longer trains
+/// pays that at most once per four bursts.
+const SOLE_STREAK: u8 = 4;
 
 /// A receive queue as a worker holds it (and as it passes between workers).
 pub(crate) struct RxHeld {
@@ -603,6 +622,10 @@ pub struct Worker {
     fast_published: Vec<u64>,
     /// When the worker last looked for generations to publish (`now_ns`).
     fast_scan_ns: u64,
+    /// Receive queues the scheduler reads this poll, by the VR they feed (`crate::feeder`).
+    feeders: Feeders,
+    /// Packets the scheduler received this poll from `feeders`.
+    picked_rx: usize,
 }
 
 impl core::fmt::Debug for Worker {
@@ -643,6 +666,8 @@ impl Worker {
             now_ns: 0,
             held_back: false,
             rx_last: 0,
+            feeders: Feeders::default(),
+            picked_rx: 0,
             cost_model: None,
             scratch: Scratch::new(),
             flags_seen: 0,
@@ -788,6 +813,17 @@ impl Worker {
                     if !self.rx[q].ready() {
                         continue;
                     }
+                    // A queue that feeds one VR alone is read when the scheduler picks
+                    // that VR, a vector at a time (see `crate::feeder`); a VR's second such
+                    // queue here, as before. Its last burst was full: pressure.
+                    if let Some(vr) = self.sole_feeder(q)
+                        && self.feeders.of(vr).is_none()
+                    {
+                        self.feeders.assign(vr, q);
+                        self.sleep.wake(vr);
+                        pressure = true;
+                        continue;
+                    }
                     for k in 0..rounds {
                         if !self.want_rx(q, budget) {
                             if k == 0 {
@@ -806,6 +842,12 @@ impl Worker {
                     }
                 }
                 work += self.schedule(now_ns, pressure, budget);
+                if !self.feeders.is_empty() {
+                    self.feeders.clear();
+                    let n = core::mem::take(&mut self.picked_rx);
+                    work += n;
+                    received += n;
+                }
             }
             Scheduler::RoundRobin => {
                 for q in 0..self.rx.len() {
@@ -1141,6 +1183,9 @@ impl Worker {
         let n = rxq.rx_burst(pool, &mut v, VECTOR);
         track.full = n == VECTOR;
         if n == 0 {
+            // `sole` and `streak` are about the bursts that brought packets: a poll re-reads
+            // a queue that gave a full burst, and finding it empty then says nothing of
+            // whose its traffic is.
             return 0;
         }
         let wc = &sh.worker_counters[id];
@@ -1223,6 +1268,16 @@ impl Worker {
         }
         pc.rx_bytes.add(bytes);
         dropped += Self::flush_staged(sh, now, vrs, touched, track, sleep);
+        let last_sole = track.sole;
+        track.sole = match track.fed.as_slice() {
+            [only] if n == VECTOR && track.top == VECTOR as u32 => Some(*only),
+            _ => None,
+        };
+        track.streak = match track.sole {
+            Some(_) if track.sole == last_sole => track.streak.saturating_add(1),
+            Some(_) => 1,
+            None => 0,
+        };
         // Which VR this queue mostly feeds (placement moves a queue to that VR's owner):
         // judged on bursts big enough to tell, kept between them.
         if n >= SIGNIFICANT as usize {
@@ -1592,7 +1647,9 @@ impl Worker {
             }
             let inject = o.may_inject();
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
-            if backlog == 0 && !inject {
+            // A VR with a queue of its own to read is a candidate: its packets wait there.
+            let fed = self.feeders.of(vr).is_some();
+            if backlog == 0 && !inject && !fed {
                 o.rest(&mut self.sleep, vr, poll, defer, on_owner);
                 continue;
             }
@@ -1600,6 +1657,7 @@ impl Worker {
             // its deferral runs out or demux has queued enough for it.
             if let Some(polls) = defer
                 && !inject
+                && !fed
                 && backlog < COALESCE
                 && let Some(until) = o.defer(poll, polls)
             {
@@ -1621,6 +1679,9 @@ impl Worker {
             }
             self.vtime = best_pass;
             let vr = self.cands[best].1;
+            if let Some(q) = self.feeders.of(vr) {
+                self.pick_rx(vr, q);
+            }
             let n = self.run_vr(vr, now_ns, false, fairness, watchdog);
             if pressure {
                 self.deferral.ran(n);
@@ -1639,11 +1700,77 @@ impl Worker {
                     if let Some(o) = own.filter(|o| !o.quarantined) {
                         o.rest(&mut self.sleep, vr, poll, defer, on_owner);
                     }
+                    self.feeders.done(vr);
                     self.cands.swap_remove(best);
                 }
             }
         }
         spent
+    }
+
+    /// The VR that receive queue `q` feeds alone, if the scheduler may read the queue for
+    /// it this poll (see [`crate::feeder`]): its last [`SOLE_STREAK`] bursts were full and went
+    /// wholly to a VR
+    /// this worker may run now.
+    fn sole_feeder(&mut self, q: usize) -> Option<VrId> {
+        let t = &self.rx[q].track;
+        let vr = t.sole.filter(|_| t.streak >= SOLE_STREAK)?;
+        let l = self.vrs.get(usize::from(vr))?.as_ref()?;
+        if l.producer.is_none() || l.snap.vr.quarantined.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.runnable(vr).then_some(vr)
+    }
+
+    /// The scheduler picked `vr`, which receive queue `q` feeds alone: read a vector from
+    /// the queue unless a vector waits already. A burst that was not full, or not all the
+    /// VR's, ends the queue's turn for this poll (the next poll's receive phase reads it);
+    /// the VRs that burst went to run in this poll, as if it had been read in the receive
+    /// phase.
+    fn pick_rx(&mut self, vr: VrId, q: usize) {
+        let backlog: usize = self
+            .vrs
+            .get(usize::from(vr))
+            .and_then(Option::as_ref)
+            .and_then(|l| l.own.as_ref())
+            .map_or(0, |o| o.consumers.iter().map(Consumer::len).sum());
+        if backlog >= VECTOR {
+            return;
+        }
+        let first = self.feeders.first_read(vr);
+        let n = self.rx_one(q);
+        self.picked_rx += n;
+        self.sh.worker_counters[self.id].rx_at_pick.add(n as u64);
+        if n == 0 {
+            if first {
+                // Gone quiet: the receive phase reads it again, and it qualifies again
+                // only after as many full bursts.
+                let t = &mut self.rx[q].track;
+                (t.sole, t.streak) = (None, 0);
+            }
+            self.feeders.done(vr);
+            return;
+        }
+        let t = &self.rx[q].track;
+        if t.sole == Some(vr) {
+            return;
+        }
+        self.feeders.done(vr);
+        // The queue's traffic moved to other VRs: those that took a good part of the burst
+        // run in this poll too, as if it had been read in the receive phase.
+        let moved = t.fed.clone();
+        for other in moved {
+            if other == vr || self.cands.iter().any(|&(_, c)| c == other) || !self.runnable(other) {
+                continue;
+            }
+            if let Some(o) = self.vrs[usize::from(other)]
+                .as_mut()
+                .and_then(|l| l.own.as_mut())
+            {
+                o.sched.rejoin(self.vtime);
+                self.cands.push((o.sched.pass, other));
+            }
+        }
     }
 
     /// Start loading what a run of a VR (`snap`, this worker's `counters` of it, `o` its
