@@ -435,17 +435,27 @@ fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
         x.train = VECTOR as u32;
     })?;
 
+    // The 100 VRs with a generator queue each (a port per tenant, or NIC filters steering
+    // each VR's MAC to a queue of its own): each queue read at its VR's turn.
+    let mut queues = start("100-vrs-queues", &|x| {
+        x.vrs = 100;
+        x.routes = Some(10_000);
+        x.queue_per_vr = true;
+    })?;
+
     use Offer::{Off, Unlimited as U};
     eprintln!("[suite] warming up each scenario for {:.1} s", a.warmup);
     for s in [&mut one, &mut flows, &mut many, &mut shed, &mut trains] {
         s.window(a.warmup, &[U])?;
     }
+    let every_queue = queues.all(U);
+    queues.window(a.warmup, &every_queue)?;
     two.window(a.warmup, &[U, U])?;
 
-    let mut w: [Vec<Report>; 8] = Default::default();
+    let mut w: [Vec<Report>; 9] = Default::default();
     for round in 0..a.windows {
         eprintln!(
-            "[suite] round {} of {}: 8 windows of {secs:.2} s",
+            "[suite] round {} of {}: 9 windows of {secs:.2} s",
             round + 1,
             a.windows
         );
@@ -460,6 +470,7 @@ fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
         w[5].push(two.run("two-workers-solo", secs, &[U, Off])?);
         w[6].push(shed.run("overload-demux", secs, &[U])?);
         w[7].push(trains.run("100-vrs-trains", secs, &[U])?);
+        w[8].push(queues.run("100-vrs-queues", secs, &every_queue)?);
     }
     let ratio = |i: usize, j: usize| {
         median(
@@ -474,9 +485,10 @@ fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
     let over_ratio = ratio(1, 0);
     let shed_ratio = ratio(6, 0);
     let trains_ratio = ratio(7, 0);
+    let queues_ratio = ratio(8, 0);
     let elsewhere = |i: usize| w[i].iter().map(|r| r.drops_elsewhere).sum::<u64>();
     let (over_else, shed_else) = (elsewhere(1), elsewhere(6));
-    let [one, over, flows, many, two, solo, shed, trains] = w.map(median_report);
+    let [one, over, flows, many, two, solo, shed, trains, queues] = w.map(median_report);
 
     let rows = vec![
         SuiteRow::new(
@@ -542,12 +554,19 @@ fn suite(a: &Args, hz: f64, tables: &mut topo::Tables) -> anyhow::Result<()> {
             ),
             trains_ratio,
         ),
+        SuiteRow::info(
+            &queues,
+            "(info) 100 VRs × 10k routes ÷ 1 VR with a receive queue per VR (a port per \
+             tenant, or NIC filters by MAC), each read at its VR's turn; \
+             data plane alone (without the generator's cycles) in the scenario's report",
+            queues_ratio,
+        ),
     ];
     let r = SuiteReport {
         machine: crate::host::describe_with_load(),
         tsc_ghz: hz / 1e9,
         rows,
-        scenarios: vec![one, flows, many, two, solo, over, shed, trains],
+        scenarios: vec![one, flows, many, two, solo, over, shed, trains, queues],
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
