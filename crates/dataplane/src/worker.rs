@@ -814,8 +814,9 @@ impl Worker {
                         continue;
                     }
                     // A queue that feeds one VR alone is read when the scheduler picks
-                    // that VR, a vector at a time (see `crate::feeder`); a VR's second such
-                    // queue here, as before. Its last burst was full: pressure.
+                    // that VR, a vector at a time (see `crate::feeder`); a second queue of
+                    // the same VR's is read here, as before. Its last burst was full:
+                    // pressure.
                     if let Some(vr) = self.sole_feeder(q)
                         && self.feeders.of(vr).is_none()
                     {
@@ -1709,9 +1710,8 @@ impl Worker {
     }
 
     /// The VR that receive queue `q` feeds alone, if the scheduler may read the queue for
-    /// it this poll (see [`crate::feeder`]): its last [`SOLE_STREAK`] bursts were full and went
-    /// wholly to a VR
-    /// this worker may run now.
+    /// it this poll (see [`crate::feeder`]): its last [`SOLE_STREAK`] bursts were full and
+    /// went wholly to a VR this worker may run now.
     fn sole_feeder(&mut self, q: usize) -> Option<VrId> {
         let t = &self.rx[q].track;
         let vr = t.sole.filter(|_| t.streak >= SOLE_STREAK)?;
