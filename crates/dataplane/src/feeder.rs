@@ -17,11 +17,17 @@
 //! decided per vector rather than per poll.
 //!
 //! A queue qualifies for a poll when its last few bursts (`SOLE_STREAK`, in `crate::worker`)
-//! were full and went wholly to one VR that this worker may run now, and is the first such
-//! queue of that VR's (a second is read in the receive phase); anything else (a queue shared by VRs, one that went quiet, a VR
-//! quarantined, moved or waiting for fences) is read in the poll's receive phase as before.
-//! A queue read at a pick that stops qualifying (a partial or shared burst) is left to the
-//! next poll's receive phase, so a change of traffic costs at most one poll.
+//! were full and went wholly to one VR that this worker may run now, and it is the first
+//! such queue of that VR's (a second is read in the receive phase). Anything else — a queue
+//! shared by VRs, one that went quiet, a VR quarantined, moved or waiting for fences — is
+//! read in the poll's receive phase as before. A queue read at a pick that stops qualifying
+//! (empty at its first read, or a burst not all the VR's) is left to the next poll's receive
+//! phase, and the VRs its burst went to run in the same poll: a change of traffic costs at
+//! most one poll's delay.
+//!
+//! Not yet: several queues per VR read at its picks (a router fed on each of its ports, as
+//! bidirectional traffic does). Tried in session 48 and not kept: no benchmark offers 100
+//! VRs two queues each, and one VR on three queues measured 4 % slower (`docs/perf.md`).
 
 use crate::vr::VrId;
 
