@@ -74,7 +74,10 @@ pub(crate) struct Args {
     #[arg(long, value_parser = crate::number::quantity)]
     pub(crate) rate: Option<f64>,
     /// Generator queues per worker; each delivers up to a vector per poll, so more than one
-    /// pushes excess through demux to be shed at the VR's ingress ring.
+    /// pushes excess through demux to be shed at the VR's ingress ring. With
+    /// `--queue-per-vr`: queues per VR (a VR fed on several ports, as a router's traffic in
+    /// both directions is), each offering its share of the VR's load; the sinks' order
+    /// check is then off (two queues of a VR have no order between them).
     #[arg(long, default_value_t = 1)]
     pub(crate) gen_queues: usize,
     /// Timed seconds per run [default: 3; in --suite 2 per scenario, one window per round].
@@ -691,6 +694,41 @@ mod tests {
         assert!(r.carried_mpps > 0.0, "{}", r.carried_mpps);
         let tx: Vec<u64> = s.built().vrs.iter().map(|v| v.stats().tx_packets).collect();
         assert!(tx.iter().all(|&n| n >= 256), "every VR forwards: {tx:?}");
+    }
+
+    /// `--queue-per-vr --gen-queues 2`: two queues per VR, both offered, both forwarded,
+    /// nothing dropped.
+    #[test]
+    fn queue_per_vr_with_two_queues_each() {
+        let _alone = crate::cores_alone();
+        let sc = Scenario::from_args(
+            &Args {
+                vrs: 6,
+                routes: Some(1000),
+                queue_per_vr: true,
+                gen_queues: 2,
+                ..Args::default()
+            },
+            1.0,
+        );
+        let mut tables = topo::Tables::default();
+        let mut b = topo::build(&sc, &mut tables, 1e9).unwrap();
+        assert_eq!(b.gens[0].len(), 12, "two generator queues per VR");
+        for c in &b.ctl {
+            c.set(Offer::Unlimited);
+        }
+        for _ in 0..50 {
+            b.workers[0].poll();
+        }
+        let offered: Vec<u64> = b.gens[0].iter().map(|g| g.offered.get()).collect();
+        assert!(
+            offered.iter().all(|&n| n >= 256),
+            "every queue offered: {offered:?}"
+        );
+        let tx: Vec<u64> = b.vrs.iter().map(|v| v.stats().tx_packets).collect();
+        assert!(tx.iter().all(|&n| n >= 512), "every VR forwards: {tx:?}");
+        let drops: u64 = b.vrs.iter().map(|v| v.stats().total_drops()).sum();
+        assert_eq!(drops, 0);
     }
 
     /// `--train 256`: each received burst is one VR's, so every VR runs full vectors straight

@@ -122,7 +122,7 @@ pub(crate) struct Built {
     pub(crate) sinks: Vec<Vec<Arc<SinkStats>>>,
     /// Each worker's offered load (all off until set); with `--queue-per-vr`, each VR's.
     pub(crate) ctl: Vec<Arc<GenCtl>>,
-    /// With `--queue-per-vr`: each VR's generator queue's counters, by VR index.
+    /// With `--queue-per-vr`: each VR's (first) generator queue's counters, by VR index.
     pub(crate) vr_gens: Vec<Arc<GenStats>>,
     /// With `--queue-per-vr` (IPv4): the sinks' check that each VR's frames stay in order.
     pub(crate) order: Arc<super::traffic::OrderCheck>,
@@ -180,7 +180,7 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
     // Generator queues in all: with `--queue-per-vr` one per VR (each primed like a NIC
     // queue of its own), else `--gen-queues` per worker.
     let queues = if sc.queue_per_vr {
-        sc.vrs
+        sc.vrs * sc.gen_queues
     } else {
         sc.workers * sc.gen_queues
     };
@@ -292,30 +292,38 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
                     sequence::<V4>(sc, &vrs, &[k], tables, w)?
                 };
                 distinct_dsts += distinct;
-                let (mut prod, cons) = ring(per_gen.next_power_of_two());
-                let (g, st) = GenRx::new(
-                    GenConfig {
-                        templates: vec![templates[k].clone()].into(),
-                        seq: Arc::new(seq),
-                        start: 0,
-                        ctl: vr_ctls[k].clone(),
-                        queues: 1,
-                        tsc_hz,
-                        rx_ring: sc.rx_ring,
-                        stamp: !sc.ipv6,
-                    },
-                    &pool,
-                    cons,
-                    &mut prod,
-                );
-                producers.push(prod);
-                rx.push((PORT_GEN, Box::new(g)));
-                vr_gens[k] = Some(st.clone());
-                wg.push(st);
+                let seq = Arc::new(seq);
+                // Stamped for the order check with one queue per VR only: a VR's queues
+                // have no order between them.
+                let stamp = !sc.ipv6 && sc.gen_queues == 1;
+                for q in 0..sc.gen_queues {
+                    let (mut prod, cons) = ring(per_gen.next_power_of_two());
+                    let (g, st) = GenRx::new(
+                        GenConfig {
+                            templates: vec![templates[k].clone()].into(),
+                            seq: seq.clone(),
+                            start: q * (SEQ_LEN / sc.gen_queues),
+                            ctl: vr_ctls[k].clone(),
+                            queues: sc.gen_queues,
+                            tsc_hz,
+                            rx_ring: sc.rx_ring,
+                            stamp,
+                        },
+                        &pool,
+                        cons,
+                        &mut prod,
+                    );
+                    producers.push(prod);
+                    rx.push((PORT_GEN, Box::new(g)));
+                    if q == 0 {
+                        vr_gens[k] = Some(st.clone());
+                    }
+                    wg.push(st);
+                }
             }
             let (s0, st0) = SinkTx::new(Vec::new(), frame_len);
             let (mut s1, st1) = SinkTx::new(producers, frame_len);
-            if !sc.ipv6 {
+            if !sc.ipv6 && sc.gen_queues == 1 {
                 s1.check_order(order.clone());
             }
             let tx: Vec<Box<dyn TxQueue>> = vec![Box::new(s0), Box::new(s1)];
