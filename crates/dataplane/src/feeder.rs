@@ -17,80 +17,112 @@
 //! decided per vector rather than per poll.
 //!
 //! A queue qualifies for a poll when its last few bursts (`SOLE_STREAK`, in `crate::worker`)
-//! were full and went wholly to one VR that this worker may run now, and it is the first
-//! such queue of that VR's (a second is read in the receive phase). Anything else — a queue
-//! shared by VRs, one that went quiet, a VR quarantined, moved or waiting for fences — is
-//! read in the poll's receive phase as before. A queue read at a pick that stops qualifying
-//! (empty at its first read, or a burst not all the VR's) is left to the next poll's receive
-//! phase, and the VRs its burst went to run in the same poll: a change of traffic costs at
-//! most one poll's delay.
+//! were full and went wholly to one VR that this worker may run now. Anything else — a
+//! queue shared by VRs, one that went quiet, a VR quarantined, moved or waiting for fences —
+//! is read in the poll's receive phase as before. A VR may have up to [`PER_VR`] such
+//! queues (a router's traffic comes in on each of its ports); its picks read them in turn,
+//! one burst a pick, while it has less than a vector waiting. A queue read at a pick that
+//! stops qualifying (empty at its first read, or a burst not all the VR's) is done for the
+//! poll and left to the next poll's receive phase, and the VRs its burst went to run in the
+//! same poll: a change of traffic costs at most one poll's delay.
 //!
-//! Not yet: several queues per VR read at its picks (a router fed on each of its ports, as
-//! bidirectional traffic does). Tried in session 48 and not kept: no benchmark offers 100
-//! VRs two queues each, and one VR on three queues measured 4 % slower (`docs/perf.md`).
+//! The price: one VR on three overloaded queues measured 3.5 % slower than with only its
+//! first queue read at picks (`vrbench inproc --gen-queues 3`), against 14.5 % fewer cycles
+//! for 100 VRs on two queues each (`--vrs 100 --queue-per-vr --gen-queues 2`; `docs/perf.md`,
+//! session 48).
+
+use arrayvec::ArrayVec;
 
 use crate::vr::VrId;
 
-/// In [`Feeders::by_vr`]: the queue has been read in this poll.
-const READ: u32 = 1 << 31;
+/// Queues one VR's picks may read in a poll; a VR's further queues are read in the receive
+/// phase.
+pub(crate) const PER_VR: usize = 4;
+
+/// One VR's queues this poll.
+#[derive(Debug, Default, Clone)]
+struct Fed {
+    /// Receive queue indexes, with whether each was read in this poll.
+    queues: ArrayVec<(u32, bool), PER_VR>,
+    /// Where the next pick starts looking.
+    next: u8,
+}
 
 /// The queues the scheduler may read this poll, by the VR they feed.
 #[derive(Debug, Default)]
 pub(crate) struct Feeders {
-    /// By VR id: the receive queue's index plus one, 0 for none; [`READ`] once read.
-    by_vr: Vec<u32>,
-    /// The VRs with a queue, to clear them.
+    /// By VR id.
+    by_vr: Vec<Fed>,
+    /// The VRs with queues, to clear them.
     set: Vec<VrId>,
 }
 
 impl Feeders {
-    /// Queue `q` feeds `vr` this poll.
-    pub(crate) fn assign(&mut self, vr: VrId, q: usize) {
+    /// Queue `q` feeds `vr` this poll. False if `vr` has [`PER_VR`] queues already (the
+    /// caller reads `q` in the receive phase).
+    pub(crate) fn assign(&mut self, vr: VrId, q: usize) -> bool {
         let i = usize::from(vr);
         if self.by_vr.len() <= i {
-            self.by_vr.resize(i + 1, 0);
+            self.by_vr.resize(i + 1, Fed::default());
         }
-        if self.by_vr[i] == 0 {
+        let f = &mut self.by_vr[i];
+        let q = u32::try_from(q).expect("receive queue index fits 32 bits");
+        if f.queues.iter().any(|&(x, _)| x == q) {
+            return true;
+        }
+        if f.queues.is_full() {
+            return false;
+        }
+        if f.queues.is_empty() {
             self.set.push(vr);
         }
-        self.by_vr[i] = u32::try_from(q + 1)
-            .ok()
-            .filter(|&x| x < READ)
-            .expect("receive queue index fits 31 bits");
+        f.queues.push((q, false));
+        true
     }
 
-    /// The queue feeding `vr` this poll, if any.
+    /// Whether `vr` has a queue left to read this poll.
     #[inline(always)]
-    pub(crate) fn of(&self, vr: VrId) -> Option<usize> {
-        match self.by_vr.get(usize::from(vr)) {
-            Some(&q) if q != 0 => Some((q & !READ) as usize - 1),
-            _ => None,
+    pub(crate) fn has(&self, vr: VrId) -> bool {
+        self.by_vr
+            .get(usize::from(vr))
+            .is_some_and(|f| !f.queues.is_empty())
+    }
+
+    /// The queue `vr`'s pick reads next (its queues in turn), marked read; with whether this
+    /// is its first read this poll. (An empty queue at its first read has gone quiet; at a
+    /// later one, the poll has just taken all it had.)
+    pub(crate) fn next(&mut self, vr: VrId) -> Option<(usize, bool)> {
+        let f = self.by_vr.get_mut(usize::from(vr))?;
+        if f.queues.is_empty() {
+            return None;
+        }
+        let k = usize::from(f.next) % f.queues.len();
+        f.next = (k + 1) as u8;
+        let (q, read) = &mut f.queues[k];
+        let first = !*read;
+        *read = true;
+        Some((*q as usize, first))
+    }
+
+    /// Queue `q` is done for this poll: drained, or no longer `vr`'s alone.
+    pub(crate) fn done_queue(&mut self, vr: VrId, q: usize) {
+        if let Some(f) = self.by_vr.get_mut(usize::from(vr))
+            && let Some(k) = f.queues.iter().position(|&(x, _)| x as usize == q)
+        {
+            f.queues.remove(k);
+            f.next = k as u8;
         }
     }
 
-    /// Note that `vr`'s queue is being read; returns whether it was the first time this
-    /// poll. (An empty queue at the first read has gone quiet; at a later one, the poll has
-    /// just taken all it had.)
-    pub(crate) fn first_read(&mut self, vr: VrId) -> bool {
-        match self.by_vr.get_mut(usize::from(vr)) {
-            Some(q) if *q != 0 => {
-                let first = *q & READ == 0;
-                *q |= READ;
-                first
-            }
-            _ => false,
-        }
-    }
-
-    /// `vr`'s queue is done for this poll (drained, or no longer its alone).
+    /// All of `vr`'s queues are done for this poll (its run came up short of a vector).
     #[inline]
     pub(crate) fn done(&mut self, vr: VrId) {
-        if let Some(q) = self.by_vr.get_mut(usize::from(vr)) {
-            *q = 0;
+        if let Some(f) = self.by_vr.get_mut(usize::from(vr)) {
+            f.queues.clear();
         }
     }
 
-    /// Whether no VR has a queue this poll.
+    /// Whether no VR had a queue this poll.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.set.is_empty()
@@ -99,8 +131,9 @@ impl Feeders {
     /// End of the poll: no VR has a queue.
     pub(crate) fn clear(&mut self) {
         for vr in self.set.drain(..) {
-            if let Some(q) = self.by_vr.get_mut(usize::from(vr)) {
-                *q = 0;
+            if let Some(f) = self.by_vr.get_mut(usize::from(vr)) {
+                f.queues.clear();
+                f.next = 0;
             }
         }
     }
@@ -111,27 +144,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn assigned_queues_are_found_until_done_or_cleared() {
+    fn a_vrs_queues_are_read_in_turn_until_done_or_cleared() {
         let mut f = Feeders::default();
         assert!(f.is_empty());
-        assert_eq!(f.of(3), None);
-        f.assign(3, 0);
-        f.assign(7, 5);
-        assert_eq!(
-            (f.of(3), f.of(7), f.of(4), f.of(900)),
-            (Some(0), Some(5), None, None)
-        );
-        assert!(f.first_read(7));
-        assert!(!f.first_read(7));
-        assert!(!f.first_read(4), "no queue");
-        assert_eq!(f.of(7), Some(5), "read, still its queue");
-        f.done(3);
-        assert_eq!(f.of(3), None);
+        assert!(!f.has(3));
+        assert_eq!(f.next(3), None);
+        assert!(f.assign(3, 0));
+        assert!(f.assign(3, 4));
+        assert!(f.assign(3, 4), "the same queue again: still one entry");
+        assert!(f.assign(7, 5));
+        assert!(f.has(3) && f.has(7) && !f.has(4) && !f.has(900));
+        // In turn, each first read once.
+        assert_eq!(f.next(3), Some((0, true)));
+        assert_eq!(f.next(3), Some((4, true)));
+        assert_eq!(f.next(3), Some((0, false)));
+        assert_eq!(f.next(7), Some((5, true)));
+        f.done_queue(3, 0);
+        assert_eq!(f.next(3), Some((4, false)));
+        assert_eq!(f.next(3), Some((4, false)));
+        f.done_queue(3, 4);
+        assert!(!f.has(3));
+        assert_eq!(f.next(3), None);
+        // At most PER_VR queues.
+        for q in 10..10 + PER_VR {
+            assert!(f.assign(9, q));
+        }
+        assert!(!f.assign(9, 99));
+        f.done(9);
+        assert!(!f.has(9));
         assert!(!f.is_empty());
-        f.assign(3, 2);
-        f.assign(3, 2);
         f.clear();
         assert!(f.is_empty());
-        assert_eq!((f.of(3), f.of(7)), (None, None));
+        assert!(!f.has(7));
+        assert!(f.assign(3, 1));
+        assert_eq!(f.next(3), Some((1, true)), "a new poll: first read again");
     }
 }

@@ -814,13 +814,12 @@ impl Worker {
                         continue;
                     }
                     // A queue that feeds one VR alone is read when the scheduler picks
-                    // that VR, a vector at a time (see `crate::feeder`); a second queue of
-                    // the same VR's is read here, as before. Its last burst was full:
-                    // pressure.
+                    // that VR, a vector at a time (see `crate::feeder`); beyond a VR's
+                    // `feeder::PER_VR` such queues, here as before. Its last burst was
+                    // full: pressure.
                     if let Some(vr) = self.sole_feeder(q)
-                        && self.feeders.of(vr).is_none()
+                        && self.feeders.assign(vr, q)
                     {
-                        self.feeders.assign(vr, q);
                         self.sleep.wake(vr);
                         pressure = true;
                         continue;
@@ -1649,7 +1648,7 @@ impl Worker {
             let inject = o.may_inject();
             let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
             // A VR with a queue of its own to read is a candidate: its packets wait there.
-            let fed = self.feeders.of(vr).is_some();
+            let fed = self.feeders.has(vr);
             if backlog == 0 && !inject && !fed {
                 o.rest(&mut self.sleep, vr, poll, defer, on_owner);
                 continue;
@@ -1680,8 +1679,8 @@ impl Worker {
             }
             self.vtime = best_pass;
             let vr = self.cands[best].1;
-            if let Some(q) = self.feeders.of(vr) {
-                self.pick_rx(vr, q);
+            if self.feeders.has(vr) {
+                self.pick_rx(vr);
             }
             let n = self.run_vr(vr, now_ns, false, fairness, watchdog);
             if pressure {
@@ -1722,12 +1721,13 @@ impl Worker {
         self.runnable(vr).then_some(vr)
     }
 
-    /// The scheduler picked `vr`, which receive queue `q` feeds alone: read a vector from
-    /// the queue unless a vector waits already. A burst that was not full, or not all the
-    /// VR's, ends the queue's turn for this poll (the next poll's receive phase reads it);
-    /// the VRs that burst went to run in this poll, as if it had been read in the receive
-    /// phase.
-    fn pick_rx(&mut self, vr: VrId, q: usize) {
+    /// The scheduler picked `vr`, which receive queues feed alone: unless a vector waits
+    /// already, read a burst from the next of them that has packets (see [`crate::feeder`]).
+    /// A queue found empty at its first read this poll has gone quiet and qualifies again
+    /// only after as many full bursts; one whose burst was not all the VR's is done for this
+    /// poll, and the VRs that burst went to run in this poll, as if it had been read in the
+    /// receive phase.
+    fn pick_rx(&mut self, vr: VrId) {
         let backlog: usize = self
             .vrs
             .get(usize::from(vr))
@@ -1737,39 +1737,40 @@ impl Worker {
         if backlog >= VECTOR {
             return;
         }
-        let first = self.feeders.first_read(vr);
-        let n = self.rx_one(q);
-        self.picked_rx += n;
-        self.sh.worker_counters[self.id].rx_at_pick.add(n as u64);
-        if n == 0 {
-            if first {
-                // Gone quiet: the receive phase reads it again, and it qualifies again
-                // only after as many full bursts.
-                let t = &mut self.rx[q].track;
-                (t.sole, t.streak) = (None, 0);
-            }
-            self.feeders.done(vr);
-            return;
-        }
-        let t = &self.rx[q].track;
-        if t.sole == Some(vr) {
-            return;
-        }
-        self.feeders.done(vr);
-        // The queue's traffic moved to other VRs: those that took a good part of the burst
-        // run in this poll too, as if it had been read in the receive phase.
-        let moved = t.fed.clone();
-        for other in moved {
-            if other == vr || self.cands.iter().any(|&(_, c)| c == other) || !self.runnable(other) {
+        while let Some((q, first)) = self.feeders.next(vr) {
+            let n = self.rx_one(q);
+            self.picked_rx += n;
+            self.sh.worker_counters[self.id].rx_at_pick.add(n as u64);
+            if n == 0 {
+                if first {
+                    let t = &mut self.rx[q].track;
+                    (t.sole, t.streak) = (None, 0);
+                }
+                self.feeders.done_queue(vr, q);
                 continue;
             }
-            if let Some(o) = self.vrs[usize::from(other)]
-                .as_mut()
-                .and_then(|l| l.own.as_mut())
-            {
-                o.sched.rejoin(self.vtime);
-                self.cands.push((o.sched.pass, other));
+            let t = &self.rx[q].track;
+            if t.sole == Some(vr) {
+                return;
             }
+            self.feeders.done_queue(vr, q);
+            let moved = t.fed.clone();
+            for other in moved {
+                if other == vr
+                    || self.cands.iter().any(|&(_, c)| c == other)
+                    || !self.runnable(other)
+                {
+                    continue;
+                }
+                if let Some(o) = self.vrs[usize::from(other)]
+                    .as_mut()
+                    .and_then(|l| l.own.as_mut())
+                {
+                    o.sched.rejoin(self.vtime);
+                    self.cands.push((o.sched.pass, other));
+                }
+            }
+            return;
         }
     }
 

@@ -242,4 +242,8 @@ fn a_vr_fed_by_two_ports_at_once_keeps_up() {
         "all forwarded within the polls"
     );
     assert_eq!(rig.in_use(), 0);
+    // Once each port's bursts were seen to be all x's (four in a row), both ports are read
+    // at x's turns rather than before it runs (`crate::feeder`): at least six polls' worth.
+    let at_pick = rig.dp.worker_stats()[0].rx_at_pick;
+    assert!(at_pick >= 6 * 2 * VECTOR as u64, "{at_pick} of {sent}");
 }
