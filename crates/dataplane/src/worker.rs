@@ -228,6 +228,12 @@ impl Owned {
         }
     }
 
+    /// Packets waiting in this VR's ingress rings here.
+    #[inline(always)]
+    fn backlog(&self) -> usize {
+        self.consumers.iter().map(Consumer::len).sum()
+    }
+
     /// Whether injected frames may be waiting and this worker may send them now.
     ///
     /// Inlined: the coalescing check asks it of every owned VR on every poll (100 VRs: 8
@@ -1646,7 +1652,7 @@ impl Worker {
                 o.inject_pending = false;
             }
             let inject = o.may_inject();
-            let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
+            let backlog = o.backlog();
             // A VR with a queue of its own to read is a candidate: its packets wait there.
             let fed = self.feeders.has(vr);
             if backlog == 0 && !inject && !fed {
@@ -1714,10 +1720,9 @@ impl Worker {
     fn sole_feeder(&mut self, q: usize) -> Option<VrId> {
         let t = &self.rx[q].track;
         let vr = t.sole.filter(|_| t.streak >= SOLE_STREAK)?;
-        let l = self.vrs.get(usize::from(vr))?.as_ref()?;
-        if l.producer.is_none() || l.snap.vr.quarantined.load(Ordering::Relaxed) {
-            return None;
-        }
+        // A VR this worker cannot stage packets for is read in the receive phase (where its
+        // frames are dropped and counted); `runnable` turns down a quarantined one.
+        self.vrs.get(usize::from(vr))?.as_ref()?.producer.as_ref()?;
         self.runnable(vr).then_some(vr)
     }
 
@@ -1733,7 +1738,7 @@ impl Worker {
             .get(usize::from(vr))
             .and_then(Option::as_ref)
             .and_then(|l| l.own.as_ref())
-            .map_or(0, |o| o.consumers.iter().map(Consumer::len).sum());
+            .map_or(0, Owned::backlog);
         if backlog >= VECTOR {
             return;
         }
@@ -1826,7 +1831,7 @@ impl Worker {
         };
         let Some(o) = l.own.as_mut() else { return 0 };
         if coalesce && !o.may_inject() {
-            let backlog: usize = o.consumers.iter().map(Consumer::len).sum();
+            let backlog = o.backlog();
             if backlog < COALESCE && o.defer(poll, self.deferral.polls()).is_some() {
                 return 0;
             }

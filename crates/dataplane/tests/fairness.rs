@@ -206,8 +206,9 @@ fn a_queue_per_vr_is_read_at_its_vrs_turn_and_keeps_the_weights() {
     let mut rig = rig(3, |i, c| c.weight = i as u32 + 1);
     let mut t = Traffic::new(3);
     let mut last = vec![None; 3];
-    // The first poll reads the queues in its receive phase and learns whose they are; what
-    // it received beyond a vector per VR is forwarded over the next few.
+    // The first four polls read the queues in their receive phase and learn whose they are
+    // (four full bursts each); what they received beyond a vector per VR is forwarded over
+    // the next few.
     for _ in 0..10 {
         for v in 0..3 {
             t.fill(&mut rig, v, 3 * VECTOR);

@@ -177,8 +177,8 @@ pub(crate) fn build(sc: &Scenario, tables: &mut Tables, tsc_hz: f64) -> anyhow::
     // back only after every other free slot has, and a large pool makes every reuse a cache
     // and TLB miss.
     let per_gen = sc.rx_ring + 2 * VECTOR;
-    // Generator queues in all: with `--queue-per-vr` one per VR (each primed like a NIC
-    // queue of its own), else `--gen-queues` per worker.
+    // Generator queues in all: with `--queue-per-vr` `--gen-queues` per VR (each primed like
+    // a NIC queue of its own), else `--gen-queues` per worker.
     let queues = if sc.queue_per_vr {
         sc.vrs * sc.gen_queues
     } else {
